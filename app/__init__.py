@@ -1,0 +1,42 @@
+"""pytsd: an OpenTSDB-compatible time-series server over OpenTSDB's own HBase tables.
+
+Importing the package stays light (no Flask, no storage), so the pure core under
+``app.query``, ``app.engine`` and ``app.storage.codec`` can be used on its own.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from flask import Flask
+
+__version__ = "0.1.0"
+
+
+def create_app(config: Mapping[str, Any] | None = None) -> Flask:
+    """Build the WSGI application.
+
+    :param config: settings by OpenTSDB key name, overriding the file and environment
+        (tests pass ``{"tsd.storage": "sqlite:///..."}``).
+    """
+    from flask import Flask
+
+    from app import api, ui
+    from app.api import errors
+    from app.config import load_config
+    from app.tsdb import TSDB
+
+    app = Flask(__name__)
+    app.json.sort_keys = False  # type: ignore[attr-defined]
+    app.config["TSD"] = tsd_config = load_config(config)
+    app.extensions["tsdb"] = TSDB(tsd_config)
+    logging.basicConfig(level=logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    errors.init_app(app)
+    app.register_blueprint(api.bp, url_prefix="/api")
+    app.register_blueprint(api.bp, url_prefix="/api/v1", name="api_v1")
+    app.register_blueprint(ui.bp)
+    return app

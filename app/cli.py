@@ -1,0 +1,250 @@
+"""The ``pytsd`` command: serve, create tables, import, inspect and compact, like OpenTSDB's ``tsdb``."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import sys
+import time
+from collections.abc import Iterable, Iterator
+from typing import IO
+
+import click
+
+from app.config import load_config
+from app.errors import TsdbError
+from app.storage import codec
+from app.tsdb import TSDB
+from app.tsdb.compaction import compact_table
+from app.tsdb.schema import create_tables
+from app.tsdb.writer import DataPoint, PointWriter, parse_timestamp, parse_value
+
+IMPORT_BATCH = 20_000
+
+
+def open_tsdb(**overrides: object) -> TSDB:
+    return TSDB(load_config({k: v for k, v in overrides.items() if v is not None}))
+
+
+@click.group()
+def main() -> None:
+    """pytsd: an OpenTSDB-compatible time-series server."""
+
+
+@main.command()
+@click.option("--bind", default=None, help="Address (tsd.network.bind).")
+@click.option("--port", type=int, default=None, help="Port (tsd.network.port).")
+@click.option("--workers", type=int, default=None, help="Gunicorn workers.")
+def serve(bind: str | None, port: int | None, workers: int | None) -> None:
+    """Serve the HTTP API with gunicorn."""
+    config = load_config()
+    address = f"{bind or config['tsd.network.bind']}:{port or config['tsd.network.port']}"
+    workers = workers or config["tsd.network.worker_threads"]
+    argv = [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", address,
+            "--workers", str(workers), "--timeout", "120", "--access-logfile", "-"]
+    click.echo(f"pytsd serving on http://{address} with {workers} workers "
+               f"(storage: {config['tsd.storage']})")
+    os.execv(sys.executable, argv)
+
+
+@main.command("create-tables")
+def create_tables_command() -> None:
+    """Create OpenTSDB's tables (tsdb, tsdb-uid, tsdb-tree, tsdb-meta) if missing."""
+    tsdb = open_tsdb()
+    created = create_tables(tsdb.store, tsdb.config)
+    click.echo(f"created: {', '.join(created)}" if created else "all tables exist")
+
+
+def read_lines(path: str) -> Iterator[str]:
+    """Lines of a plain or gzip file (detected by its magic bytes)."""
+    with open(path, "rb") as probe:
+        gzipped = probe.read(2) == b"\x1f\x8b"
+    opener = gzip.open if gzipped else open
+    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
+        yield from handle
+
+
+def parse_import_line(line: str) -> DataPoint:
+    """``metric timestamp value tagk=tagv ...`` (OpenTSDB's text import format)."""
+    words = line.split()
+    if len(words) < 4:
+        raise TsdbError("expected: metric timestamp value tagk=tagv [tagk=tagv ...]")
+    tags = {}
+    for word in words[3:]:
+        tagk, sep, tagv = word.partition("=")
+        if not sep or not tagk or not tagv:
+            raise TsdbError(f"invalid tag: {word}")
+        tags[tagk] = tagv
+    return DataPoint(words[0], parse_timestamp(words[1]), parse_value(words[2]), tags)
+
+
+@main.command("import")
+@click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
+@click.option("--auto-metric", is_flag=True, help="Assign UIDs to unknown metrics.")
+@click.option("--progress/--no-progress", default=True)
+def import_command(files: tuple[str, ...], auto_metric: bool, progress: bool) -> None:
+    """Import files in OpenTSDB's text format (plain or gzip)."""
+    tsdb = open_tsdb(**({"tsd.core.auto_create_metrics": True} if auto_metric else {}))
+    started = time.perf_counter()
+    ok = failed = 0
+    for path in files:
+        good, bad = import_file(PointWriter(tsdb), path, progress)
+        ok, failed = ok + good, failed + bad
+    elapsed = time.perf_counter() - started
+    click.echo(f"imported {ok} points ({failed} failed) in {elapsed:.2f}s "
+               f"({ok / max(elapsed, 1e-9):,.0f} points/s)")
+    if failed:
+        sys.exit(1)
+
+
+def import_file(writer: PointWriter, path: str, progress: bool) -> tuple[int, int]:
+    from tqdm import tqdm
+
+    ok = failed = 0
+    batch: list[DataPoint] = []
+    bar = tqdm(total=os.path.getsize(path), unit="B", unit_scale=True, desc=path,
+               disable=not progress, file=sys.stderr)
+    for number, line in enumerate(read_lines(path), start=1):
+        bar.update(len(line))
+        if not line.strip() or line.startswith("#"):
+            continue
+        try:
+            batch.append(parse_import_line(line))
+        except TsdbError as exc:
+            failed += 1
+            click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)
+            continue
+        if len(batch) >= IMPORT_BATCH:
+            good, bad = _write_batch(writer, batch)
+            ok, failed, batch = ok + good, failed + bad, []
+    good, bad = _write_batch(writer, batch)
+    bar.close()
+    return ok + good, failed + bad
+
+
+def _write_batch(writer: PointWriter, batch: list[DataPoint]) -> tuple[int, int]:
+    errors = writer.write(batch)
+    for point, error in zip(batch, errors):
+        if error:
+            click.echo(f"{point.metric} {point.timestamp}: {error}", err=True)
+    bad = sum(1 for e in errors if e)
+    return len(batch) - bad, bad
+
+
+@main.command()
+@click.argument("names", nargs=-1, required=True)
+def mkmetric(names: tuple[str, ...]) -> None:
+    """Assign UIDs to metric names."""
+    _assign(open_tsdb(), "metrics", names)
+
+
+@main.group()
+def uid() -> None:
+    """Look up and assign UIDs."""
+
+
+@uid.command("assign")
+@click.argument("kind", type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("names", nargs=-1, required=True)
+def uid_assign(kind: str, names: tuple[str, ...]) -> None:
+    """Assign UIDs to names of a kind."""
+    _assign(open_tsdb(), kind, names)
+
+
+def _assign(tsdb: TSDB, kind: str, names: Iterable[str]) -> None:
+    from app.tsdb.uid import KIND_LABELS, validate_name
+
+    for name in names:
+        validate_name(KIND_LABELS[kind], name, tsdb.config["tsd.core.tag.allow_specialchars"])
+        click.echo(f"{kind} {name}: {tsdb.uids[kind].get_or_create_id(name).hex().upper()}")
+
+
+@uid.command("grep")
+@click.argument("kind", required=False, type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("regex", default="")
+def uid_grep(kind: str | None, regex: str) -> None:
+    """List UIDs whose names match a regular expression."""
+    tsdb = open_tsdb()
+    pattern = re.compile(regex)
+    for each in [kind] if kind else ["metrics", "tagk", "tagv"]:
+        for name, uid_bytes in tsdb.uids[each].grep(lambda n: bool(pattern.search(n))):
+            click.echo(f"{each} {name}: {uid_bytes.hex().upper()}")
+
+
+@main.command()
+@click.argument("metric")
+@click.option("--start", "start_s", type=int, default=0, help="Unix seconds, inclusive.")
+@click.option("--end", "end_s", type=int, default=2**32 - 1, help="Unix seconds, inclusive.")
+def scan(metric: str, start_s: int, end_s: int) -> None:
+    """Print a metric's rows and cells in human-readable form (like ``tsdb scan``)."""
+    tsdb = open_tsdb()
+    metric_uid = tsdb.metrics.get_id(metric)
+    table = tsdb.data_table()
+    for salt in tsdb.layout.salt_prefixes():
+        start, stop = tsdb.layout.metric_scan_range(salt, metric_uid, start_s, end_s)
+        for row, cells in table.scan(row_start=start, row_stop=stop):
+            _print_row(tsdb, row, cells, sys.stdout)
+
+
+def _print_row(tsdb: TSDB, row: bytes, cells: dict[bytes, bytes], out: IO[str]) -> None:
+    parts = tsdb.layout.parse_row_key(row)
+    tags = " ".join(f"{tsdb.tagk.get_name(k)}={tsdb.tagv.get_name(v)}" for k, v in parts.tags)
+    out.write(f"{row.hex()} {tsdb.metrics.get_name(parts.metric_uid)} "
+              f"{parts.base_time_s} ({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(parts.base_time_s))}) "
+              f"{tags}\n")
+    for column, value in cells.items():
+        qualifier = column.split(b":", 1)[1]
+        decoded = codec.decode_row(parts.base_time_s, [(qualifier, value)])
+        points = ", ".join(f"{ts}={v:g}" for ts, v in zip(decoded.ts_ms.tolist(),
+                                                          decoded.values.tolist()))
+        kind = "annotation" if codec.is_annotation_qualifier(qualifier) else f"{decoded.ts_ms.size} pts"
+        out.write(f"  {column.decode('latin-1').split(':')[0]}:{qualifier.hex()} "
+                  f"= {value.hex()} [{kind}] {points if decoded.ts_ms.size <= 8 else ''}\n")
+
+
+@main.command()
+@click.argument("table_name")
+@click.option("--prefix", default="", help="Row key prefix, hex.")
+@click.option("--limit", type=int, default=None, help="Most rows.")
+def cells(table_name: str, prefix: str, limit: int | None) -> None:
+    """Print every cell of a table as one JSON line (hex row, qualifier and value)."""
+    table = open_tsdb().store.table(table_name)
+    rows = table.scan(row_prefix=bytes.fromhex(prefix) if prefix else None, limit=limit)
+    for row, row_cells in rows:
+        for column, value in row_cells.items():
+            family, _, qualifier = column.partition(b":")
+            click.echo(json.dumps({"row": row.hex(), "family": family.decode(),
+                                   "qualifier": qualifier.hex(), "value": value.hex()}))
+
+
+@main.command()
+@click.option("--now", "now_s", type=int, default=None, help="Pretend it is this unix time.")
+def compact(now_s: int | None) -> None:
+    """Compact every finished hour row of the data table into one column per row."""
+    tsdb = open_tsdb()
+    stats = compact_table(tsdb.data_table(), tsdb.layout, now_s=now_s)
+    click.echo(f"scanned {stats.rows_scanned} rows, compacted {stats.rows_compacted} "
+               f"({stats.cells_merged} cells merged)")
+
+
+@main.command()
+@click.option("--hours", type=int, default=24, help="Hours of data, ending now.")
+@click.option("--if-empty", is_flag=True, help="Do nothing when demo data already exists.")
+def demo(hours: int, if_empty: bool) -> None:
+    """Load the demo data set (creates the tables first)."""
+    from app.tsdb.demo import load_demo
+
+    tsdb = open_tsdb(**{"tsd.core.auto_create_metrics": True})
+    create_tables(tsdb.store, tsdb.config)
+    if if_empty and tsdb.metrics.find_id("sys.cpu.user") is not None:
+        click.echo("demo data already loaded")
+        return
+    started = time.perf_counter()
+    count = load_demo(tsdb, hours=hours)
+    click.echo(f"loaded {count} demo points in {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,186 @@
+"""Settings: OpenTSDB's key names, from an ``opentsdb.conf`` file and ``TSD_*`` variables.
+
+Precedence, lowest first: the defaults below, the file named by ``TSD_CONFIG`` (OpenTSDB's
+``key = value`` format), environment variables, then the mapping handed to ``create_app``.
+The variable for a key is the key upper-cased with dots as underscores:
+``tsd.core.auto_create_metrics`` is ``TSD_CORE_AUTO_CREATE_METRICS``.
+
+``SETTINGS`` is the registry: it drives parsing, ``/api/config`` and ``docs/configuration.md``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from app.errors import TsdbError
+
+
+def parse_bool(text: str) -> bool:
+    """OpenTSDB's ``Config.getBoolean``: true/1/yes, case-insensitive; anything else is false."""
+    return text.strip().lower() in ("true", "1", "yes")
+
+
+@dataclass(frozen=True)
+class Setting:
+    default: Any
+    parse: Callable[[str], Any]
+    doc: str
+    secret: bool = False
+
+
+def _default_storage() -> str:
+    return "sqlite:///" + str(Path("data/pytsd.db").resolve())
+
+
+SETTINGS: dict[str, Setting] = {
+    "tsd.storage": Setting(
+        None, str,
+        "Backend URL: `sqlite:///abs/path.db` (embedded, default `./data/pytsd.db`) "
+        "or `hbase://host:port` (HBase Thrift1 server).",
+    ),
+    "tsd.storage.hbase.data_table": Setting("tsdb", str, "Data table (points, annotations)."),
+    "tsd.storage.hbase.uid_table": Setting("tsdb-uid", str, "UID table."),
+    "tsd.storage.hbase.tree_table": Setting("tsdb-tree", str, "Tree table (created, unused)."),
+    "tsd.storage.hbase.meta_table": Setting("tsdb-meta", str, "Meta table (created, unused)."),
+    "tsd.storage.hbase.table_prefix": Setting(
+        "", str, "pytsd: prefix (or `namespace:`) put before every table name on HBase."
+    ),
+    "tsd.storage.hbase.timeout_ms": Setting(
+        10000, int, "pytsd: HBase Thrift socket timeout in milliseconds."
+    ),
+    "tsd.storage.hbase.pool_size": Setting(4, int, "pytsd: Thrift connections per process."),
+    "tsd.storage.salt.width": Setting(0, int, "Salt bytes in front of each row key (0 = off)."),
+    "tsd.storage.salt.buckets": Setting(20, int, "Number of salt buckets."),
+    "tsd.storage.uid.width.metric": Setting(3, int, "Metric UID width in bytes."),
+    "tsd.storage.uid.width.tagk": Setting(3, int, "Tag key UID width in bytes."),
+    "tsd.storage.uid.width.tagv": Setting(3, int, "Tag value UID width in bytes."),
+    "tsd.storage.max_tags": Setting(8, int, "Most tags a data point may carry."),
+    "tsd.storage.enable_appends": Setting(
+        False, parse_bool, "Write points as appends to one column per hour row (`0x050000`)."
+    ),
+    "tsd.storage.enable_compaction": Setting(
+        True, parse_bool, "Allow compaction of hour rows into one column."
+    ),
+    "tsd.storage.compaction.background": Setting(
+        False, parse_bool, "pytsd: compact finished hours in a background thread of the server."
+    ),
+    "tsd.storage.compaction.interval_s": Setting(
+        600, int, "pytsd: seconds between background compaction passes."
+    ),
+    "tsd.core.auto_create_metrics": Setting(
+        False, parse_bool, "Assign UIDs to unknown metrics on put (else 'Unknown metric')."
+    ),
+    "tsd.core.auto_create_tagks": Setting(True, parse_bool, "Assign UIDs to unknown tag keys."),
+    "tsd.core.auto_create_tagvs": Setting(True, parse_bool, "Assign UIDs to unknown tag values."),
+    "tsd.core.tag.allow_specialchars": Setting(
+        "", str, "Extra characters allowed in metric and tag names."
+    ),
+    "tsd.core.timezone": Setting("UTC", str, "Timezone for absolute dates in queries."),
+    "tsd.mode": Setting("rw", str, "`rw`, `ro` (no writes) or `wo` (no reads)."),
+    "tsd.network.bind": Setting("127.0.0.1", str, "Address `pytsd serve` binds to."),
+    "tsd.network.port": Setting(4242, int, "Port `pytsd serve` listens on."),
+    "tsd.network.worker_threads": Setting(2, int, "Gunicorn workers for `pytsd serve`."),
+    "tsd.http.show_stack_trace": Setting(
+        False, parse_bool,
+        "Add a `trace` to error bodies. OpenTSDB defaults to true; pytsd to false (no leaks).",
+    ),
+    "tsd.http.request.enable_cors": Setting(False, parse_bool, "Answer CORS requests."),
+    "tsd.http.request.cors_domains": Setting(
+        "", str, "Comma-separated allowed origins, or `*`."
+    ),
+    "tsd.http.request.cors_headers": Setting(
+        "Authorization, Content-Type, Accept, Origin, User-Agent, DNT, Cache-Control, "
+        "X-Mx-ReqToken, Keep-Alive, X-Requested-With, If-Modified-Since",
+        str, "Headers allowed in CORS requests.",
+    ),
+    "tsd.query.timeout": Setting(0, int, "Query timeout in milliseconds (0 = none)."),
+    "tsd.query.limits.data_points.default": Setting(
+        0, int, "Most data points one sub-query may read (0 = no limit)."
+    ),
+    "tsd.query.limits.bytes.default": Setting(
+        0, int, "Most bytes one sub-query may read (0 = no limit)."
+    ),
+    "tsd.query.allow_delete": Setting(False, parse_bool, "Honour `delete` in queries."),
+}
+
+
+def env_name(key: str) -> str:
+    """``tsd.core.auto_create_metrics`` -> ``TSD_CORE_AUTO_CREATE_METRICS``."""
+    return key.upper().replace(".", "_")
+
+
+def read_conf_file(path: str | Path) -> dict[str, str]:
+    """Parse an OpenTSDB ``opentsdb.conf``: ``key = value`` lines, ``#`` comments."""
+    values: dict[str, str] = {}
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        line = line.strip()
+        if not line or line.startswith(("#", "!")) or "=" not in line:
+            continue
+        key, _, value = line.partition("=")
+        values[key.strip()] = value.strip()
+    return values
+
+
+class Config(Mapping[str, Any]):
+    """Effective settings: typed values for known keys, strings for unknown ones."""
+
+    def __init__(self, values: Mapping[str, Any]) -> None:
+        self._values = dict(values)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def masked(self) -> dict[str, str]:
+        """All settings as strings, secrets replaced, for ``/api/config``."""
+        out = {}
+        for key, value in sorted(self._values.items()):
+            secret = key in SETTINGS and SETTINGS[key].secret or "password" in key
+            out[key] = "********" if secret else _to_text(value)
+        return out
+
+
+def _to_text(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    return "" if value is None else str(value)
+
+
+def load_config(
+    overrides: Mapping[str, Any] | None = None, environ: Mapping[str, str] | None = None
+) -> Config:
+    """Build the effective configuration (see module docstring for precedence)."""
+    environ = os.environ if environ is None else environ
+    raw: dict[str, Any] = {}
+    conf_path = environ.get("TSD_CONFIG")
+    if conf_path:
+        raw.update(read_conf_file(conf_path))
+    for key in SETTINGS:
+        if env_name(key) in environ:
+            raw[key] = environ[env_name(key)]
+    raw.update(overrides or {})
+    values = {key: setting.default for key, setting in SETTINGS.items()}
+    for key, value in raw.items():
+        values[key] = _parse(key, value)
+    if not values["tsd.storage"]:
+        values["tsd.storage"] = _default_storage()
+    return Config(values)
+
+
+def _parse(key: str, value: Any) -> Any:
+    setting = SETTINGS.get(key)
+    if setting is None or not isinstance(value, str):
+        return value
+    try:
+        return setting.parse(value)
+    except ValueError as exc:
+        raise TsdbError(f"Invalid value for {key}: {value!r}", details=str(exc)) from exc

@@ -1,0 +1,242 @@
+"""The embedded backend: HBase's data model on one SQLite file.
+
+Every cell is one SQL row ``(tbl, row, family, qualifier, value, ts)`` in a clustered
+``WITHOUT ROWID`` table, so rows come back in HBase's byte order and the bytes are exactly
+what OpenTSDB writes to HBase. WAL mode lets several gunicorn workers read while one writes;
+``synchronous=FULL`` makes every acknowledged write durable.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+from app.errors import NotFoundError, StorageError
+from app.storage.base import Row, prefix_stop
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS hbase_tables (name TEXT PRIMARY KEY, families TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS cells (
+    tbl TEXT NOT NULL, row BLOB NOT NULL, family TEXT NOT NULL, qualifier BLOB NOT NULL,
+    value BLOB NOT NULL, ts INTEGER NOT NULL,
+    PRIMARY KEY (tbl, row, family, qualifier)
+) WITHOUT ROWID;
+"""
+BUSY_TIMEOUT_S = 30.0
+
+Column = tuple[str, bytes]
+
+
+def split_column(column: bytes) -> tuple[str, bytes | None]:
+    """``b"t:\\x00\\x00"`` -> ``("t", b"\\x00\\x00")``; ``b"t"`` -> ``("t", None)``."""
+    family, sep, qualifier = column.partition(b":")
+    return family.decode(), (qualifier if sep else None)
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class SqliteStore:
+    """A :class:`~app.storage.base.Store` on one SQLite file; one connection per thread."""
+
+    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+        self.path = str(path)
+        self.synchronous = synchronous
+        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self.connection().executescript(SCHEMA)
+
+    def connection(self) -> sqlite3.Connection:
+        # A connection must not cross a fork (gunicorn) or a thread: key it by both.
+        db: sqlite3.Connection | None = getattr(self._local, "db", None)
+        if db is None or self._local.pid != os.getpid():
+            db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
+                                 check_same_thread=False)
+            db.execute("PRAGMA journal_mode=WAL")
+            db.execute(f"PRAGMA synchronous={self.synchronous}")
+            self._local.db, self._local.pid = db, os.getpid()
+        return db
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction that takes the write lock up front (no upgrade deadlocks)."""
+        db = self.connection()
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError("The embedded store is not writable", str(exc)) from exc
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    def table(self, name: str) -> SqliteTable:
+        row = self.connection().execute(
+            "SELECT families FROM hbase_tables WHERE name = ?", (name,)).fetchone()
+        if row is None:
+            raise NotFoundError(f"Table not found: {name}",
+                                "Run `pytsd create-tables` to create OpenTSDB's tables")
+        return SqliteTable(self, name)
+
+    def create_table(self, name: str, families: Mapping[str, Mapping[str, object]]) -> bool:
+        with self.transaction() as db:
+            cursor = db.execute(
+                "INSERT OR IGNORE INTO hbase_tables (name, families) VALUES (?, ?)",
+                (name, json.dumps({f: dict(o) for f, o in families.items()})))
+            return cursor.rowcount == 1
+
+    def table_names(self) -> list[str]:
+        rows = self.connection().execute("SELECT name FROM hbase_tables ORDER BY name")
+        return [name for (name,) in rows]
+
+    def close(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+
+class SqliteTable:
+    """One HBase table inside a :class:`SqliteStore`."""
+
+    def __init__(self, store: SqliteStore, name: str) -> None:
+        self.store = store
+        self.name = name
+
+    def _db(self) -> sqlite3.Connection:
+        return self.store.connection()
+
+    def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        where, params = _column_clause(columns)
+        cursor = self._db().execute(
+            "SELECT family, qualifier, value FROM cells WHERE tbl = ? AND row = ?" + where,
+            (self.name, row, *params))
+        return {f.encode() + b":" + q: v for f, q, v in cursor}
+
+    def row_write_times(self, row: bytes) -> dict[bytes, int]:
+        cursor = self._db().execute(
+            "SELECT family, qualifier, ts FROM cells WHERE tbl = ? AND row = ?", (self.name, row))
+        return {f.encode() + b":" + q: ts for f, q, ts in cursor}
+
+    def rows(self, rows: Sequence[bytes],
+             columns: Sequence[bytes] | None = None) -> list[tuple[bytes, Row]]:
+        found = ((key, self.row(key, columns)) for key in rows)
+        return [(key, cells) for key, cells in found if cells]
+
+    def scan(self, row_start: bytes | None = None, row_stop: bytes | None = None,
+             row_prefix: bytes | None = None, columns: Sequence[bytes] | None = None,
+             limit: int | None = None, batch_size: int = 1000,
+             keys_only: bool = False) -> Iterator[tuple[bytes, Row]]:
+        if row_prefix is not None:
+            row_start, row_stop = row_prefix, prefix_stop(row_prefix)
+        where, params = _column_clause(columns)
+        sql = ("SELECT row, family, qualifier, " + ("x''" if keys_only else "value")
+               + " FROM cells WHERE tbl = ? AND row >= ?" + where)
+        args: list[object] = [self.name, row_start or b"", *params]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        cursor = self._db().execute(sql + " ORDER BY row, family, qualifier", args)
+        cursor.arraysize = batch_size
+        yield from _group_rows(cursor, limit)
+
+    def put(self, row: bytes, data: Mapping[bytes, bytes]) -> None:
+        self.put_many([(row, data)])
+
+    def put_many(self, puts: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
+        ts = now_ms()
+        records = [(self.name, row, *_split_qualified(col), value, ts)
+                   for row, data in puts for col, value in data.items()]
+        with self.store.transaction() as db:
+            db.executemany("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)", records)
+
+    def append(self, row: bytes, column: bytes, value: bytes) -> None:
+        family, qualifier = _split_qualified(column)
+        with self.store.transaction() as db:
+            db.execute(
+                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE "
+                "SET value = CAST(value || excluded.value AS BLOB), ts = excluded.ts",
+                (self.name, row, family, qualifier, value, now_ms()))
+
+    def delete(self, row: bytes, columns: Sequence[bytes] | None = None) -> None:
+        where, params = _column_clause(columns)
+        with self.store.transaction() as db:
+            db.execute("DELETE FROM cells WHERE tbl = ? AND row = ?" + where,
+                       (self.name, row, *params))
+
+    def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
+        family, qualifier = _split_qualified(column)
+        with self.store.transaction() as db:
+            found = db.execute(
+                "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
+                "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()
+            current = int.from_bytes(found[0], "big", signed=True) if found else 0
+            new = current + value
+            db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
+                       (self.name, row, family, qualifier,
+                        new.to_bytes(8, "big", signed=True), now_ms()))
+        return new
+
+    def check_and_put(self, row: bytes, column: bytes, expected: bytes | None,
+                      value: bytes) -> bool:
+        family, qualifier = _split_qualified(column)
+        with self.store.transaction() as db:
+            found = db.execute(
+                "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
+                "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()
+            if (found[0] if found else None) != expected:
+                return False
+            db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
+                       (self.name, row, family, qualifier, value, now_ms()))
+        return True
+
+
+def _split_qualified(column: bytes) -> tuple[str, bytes]:
+    family, qualifier = split_column(column)
+    if qualifier is None:
+        raise StorageError(f"A cell needs family:qualifier, got {column!r}")
+    return family, qualifier
+
+
+def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:
+    """SQL narrowing to families and/or exact columns."""
+    if not columns:
+        return "", []
+    terms, params = [], []
+    for column in columns:
+        family, qualifier = split_column(column)
+        if qualifier is None:
+            terms.append("family = ?")
+            params.append(family)
+        else:
+            terms.append("(family = ? AND qualifier = ?)")
+            params += [family, qualifier]
+    return " AND (" + " OR ".join(terms) + ")", params
+
+
+def _group_rows(cursor: sqlite3.Cursor, limit: int | None) -> Iterator[tuple[bytes, Row]]:
+    """Fold the cell stream (sorted by row) into ``(row, cells)`` pairs."""
+    current: bytes | None = None
+    cells: Row = {}
+    emitted = 0
+    while batch := cursor.fetchmany():
+        for row, family, qualifier, value in batch:
+            if row != current:
+                if current is not None:
+                    yield current, cells
+                    emitted += 1
+                    if limit is not None and emitted >= limit:
+                        return
+                current, cells = row, {}
+            cells[family.encode() + b":" + qualifier] = value
+    if current is not None:
+        yield current, cells

@@ -1,0 +1,75 @@
+"""The TSDB facade: configuration, the storage backend and the UID maps of one process.
+
+Like OpenTSDB's ``TSDB`` class it is what the API, the CLI and the background jobs share.
+The store is opened lazily and again after a fork, so gunicorn workers never share sockets or
+SQLite handles.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+from app.config import Config
+from app.storage import open_store
+from app.storage.base import Store, Table
+from app.storage.codec import RowKeyLayout
+from app.tsdb.uid import KINDS, UniqueId
+
+
+class TSDB:
+    """Shared state of one process: config, store, row-key layout, UID caches."""
+
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.layout = RowKeyLayout(
+            metric_width=config["tsd.storage.uid.width.metric"],
+            tagk_width=config["tsd.storage.uid.width.tagk"],
+            tagv_width=config["tsd.storage.uid.width.tagv"],
+            salt_width=config["tsd.storage.salt.width"],
+            salt_buckets=config["tsd.storage.salt.buckets"],
+        )
+        self.data_table_name: str = config["tsd.storage.hbase.data_table"]
+        self.uid_table_name: str = config["tsd.storage.hbase.uid_table"]
+        widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
+                  "tagv": self.layout.tagv_width}
+        self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind]) for kind in KINDS}
+        self._store: Store | None = None
+        self._pid = 0
+        self._lock = threading.Lock()
+
+    @property
+    def store(self) -> Store:
+        if self._store is None or self._pid != os.getpid():
+            with self._lock:
+                if self._store is None or self._pid != os.getpid():
+                    self._store = open_store(self.config)
+                    self._pid = os.getpid()
+        return self._store
+
+    def data_table(self) -> Table:
+        return self.store.table(self.data_table_name)
+
+    def uid_table(self) -> Table:
+        return self.store.table(self.uid_table_name)
+
+    @property
+    def metrics(self) -> UniqueId:
+        return self.uids["metrics"]
+
+    @property
+    def tagk(self) -> UniqueId:
+        return self.uids["tagk"]
+
+    @property
+    def tagv(self) -> UniqueId:
+        return self.uids["tagv"]
+
+    def drop_caches(self) -> None:
+        for uid in self.uids.values():
+            uid.drop_caches()
+
+    def close(self) -> None:
+        if self._store is not None:
+            self._store.close()
+            self._store = None

@@ -1,0 +1,32 @@
+"""OpenTSDB's four tables and their column families, as ``create_table.sh`` makes them."""
+
+from __future__ import annotations
+
+from app.config import Config
+from app.storage.base import Store
+
+DATA_FAMILY = b"t"
+
+# create_table.sh: tsdb-uid has families id and name, tsdb has t, tsdb-tree t, tsdb-meta name;
+# VERSIONS 1 everywhere but the UID table, BLOOMFILTER ROW, compression configurable (NONE here).
+FAMILY_OPTIONS = {"max_versions": 1, "bloom_filter_type": "ROW"}
+
+
+def table_families(config: Config) -> dict[str, dict[str, dict[str, object]]]:
+    """Table name -> family -> options, with names from the configuration."""
+    return {
+        config["tsd.storage.hbase.uid_table"]: {"id": {"bloom_filter_type": "ROW"},
+                                               "name": {"bloom_filter_type": "ROW"}},
+        config["tsd.storage.hbase.data_table"]: {"t": dict(FAMILY_OPTIONS)},
+        config["tsd.storage.hbase.tree_table"]: {"t": dict(FAMILY_OPTIONS)},
+        config["tsd.storage.hbase.meta_table"]: {"name": dict(FAMILY_OPTIONS)},
+    }
+
+
+def create_tables(store: Store, config: Config) -> list[str]:
+    """Create whichever of OpenTSDB's tables are missing; return the names created."""
+    created = []
+    for name, families in table_families(config).items():
+        if store.create_table(name, families):
+            created.append(name)
+    return created

@@ -1,0 +1,152 @@
+"""Unique IDs: OpenTSDB's name <-> UID mappings in the ``tsdb-uid`` table.
+
+Layout (``UniqueId.java``)::
+
+    row = name (UTF-8)   family id   qualifier kind  -> uid (width bytes)       forward
+    row = uid            family name qualifier kind  -> name (UTF-8)            reverse
+    row = 0x00           family id   qualifier kind  -> max uid (8-byte long)   MAXID counter
+
+``kind`` is ``metrics``, ``tagk`` or ``tagv``. Assignment follows ``UniqueIdAllocator``:
+increment MAXID, write the reverse mapping, then check-and-put the forward mapping. The
+increment makes every UID unique; the check-and-put makes every name map to one UID. A
+writer that loses the race reads the winner's UID; its own UID stays an unused orphan,
+exactly as in OpenTSDB.
+"""
+
+from __future__ import annotations
+
+import threading
+import unicodedata
+from collections.abc import Callable
+
+from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, UidExhaustedError
+from app.storage.base import Table, prefix_stop
+
+KINDS = ("metrics", "tagk", "tagv")
+MAXID_ROW = b"\x00"
+ID_FAMILY = b"id"
+NAME_FAMILY = b"name"
+
+# What Tags.validateString calls each kind in its messages.
+KIND_LABELS = {"metrics": "metric", "tagk": "tag name", "tagv": "tag value"}
+
+
+def validate_name(what: str, name: str, special_chars: str = "") -> None:
+    """OpenTSDB's ``Tags.validateString``: ``a-zA-Z0-9-_./``, Unicode letters, configured extras."""
+    if name is None:
+        raise BadRequestError(f"Invalid {what}: null")
+    if name == "":
+        raise BadRequestError(f"Invalid {what}: empty string")
+    for char in name:
+        if not (char.isascii() and (char.isalnum() or char in "-_./")
+                or unicodedata.category(char).startswith("L") or char in special_chars):
+            raise BadRequestError(f'Invalid {what} ("{name}"): illegal character: {char}')
+
+
+class UniqueId:
+    """Name/UID mapping of one kind, with in-process caches in both directions."""
+
+    def __init__(self, table: Callable[[], Table], kind: str, width: int) -> None:
+        self._table = table
+        self.kind = kind
+        self.width = width
+        self._qualifier = kind.encode()
+        self._by_name: dict[str, bytes] = {}
+        self._by_id: dict[bytes, str] = {}
+        self._lock = threading.Lock()
+
+    def _column(self, family: bytes) -> bytes:
+        return family + b":" + self._qualifier
+
+    def _remember(self, name: str, uid: bytes) -> None:
+        self._by_name[name] = uid
+        self._by_id[uid] = name
+
+    def drop_caches(self) -> None:
+        self._by_name.clear()
+        self._by_id.clear()
+
+    def find_id(self, name: str) -> bytes | None:
+        """The UID of ``name``, or None."""
+        uid = self._by_name.get(name)
+        if uid is None:
+            cells = self._table().row(name.encode(), [self._column(ID_FAMILY)])
+            uid = cells.get(self._column(ID_FAMILY))
+            if uid is not None:
+                self._remember(name, uid)
+        return uid
+
+    def get_id(self, name: str) -> bytes:
+        """The UID of ``name``; :class:`NoSuchUniqueName` when it has none."""
+        uid = self.find_id(name)
+        if uid is None:
+            raise NoSuchUniqueName(self.kind, name)
+        return uid
+
+    def get_name(self, uid: bytes) -> str:
+        """The name of ``uid``; :class:`NoSuchUniqueId` when it has none."""
+        name = self._by_id.get(uid)
+        if name is None:
+            cells = self._table().row(uid, [self._column(NAME_FAMILY)])
+            raw = cells.get(self._column(NAME_FAMILY))
+            if raw is None:
+                raise NoSuchUniqueId(self.kind, uid)
+            name = raw.decode("utf-8")
+            self._remember(name, uid)
+        return name
+
+    def get_or_create_id(self, name: str) -> bytes:
+        """The UID of ``name``, assigning a new one the OpenTSDB way when it has none."""
+        uid = self.find_id(name)
+        if uid is not None:
+            return uid
+        with self._lock:
+            return self._assign(name)
+
+    def _assign(self, name: str) -> bytes:
+        table = self._table()
+        new_id = table.counter_inc(MAXID_ROW, self._column(ID_FAMILY))
+        if new_id >= 1 << (8 * self.width):
+            raise UidExhaustedError(
+                f"All Unique IDs for {self.kind} on {self.width} bytes are already assigned!")
+        uid = new_id.to_bytes(self.width, "big")
+        table.put(uid, {self._column(NAME_FAMILY): name.encode("utf-8")})
+        if table.check_and_put(name.encode("utf-8"), self._column(ID_FAMILY), None, uid):
+            self._remember(name, uid)
+            return uid
+        # Another writer assigned this name first: use its UID (ours stays an orphan).
+        return self.get_id(name)
+
+    def suggest(self, prefix: str, limit: int) -> list[str]:
+        """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""
+        start = prefix.encode("utf-8")
+        # Forward rows are names; skip the binary reverse/MAXID rows by starting above 0x00.
+        names: list[str] = []
+        for row, cells in self._table().scan(row_start=start or b"\x01",
+                                             row_stop=prefix_stop(start) if start else None,
+                                             columns=[self._column(ID_FAMILY)]):
+            if len(cells.get(self._column(ID_FAMILY), b"")) != self.width:
+                continue
+            try:
+                names.append(row.decode("utf-8"))
+            except UnicodeDecodeError:
+                continue
+            if len(names) >= limit:
+                break
+        return names
+
+    def grep(self, pattern: Callable[[str], bool]) -> list[tuple[str, bytes]]:
+        """Every ``(name, uid)`` of this kind whose name satisfies ``pattern``."""
+        found = []
+        for row, cells in self._table().scan(row_start=b"\x01",
+                                             columns=[self._column(ID_FAMILY)]):
+            uid = cells.get(self._column(ID_FAMILY))
+            if uid is None or len(uid) != self.width:
+                continue
+            try:
+                name = row.decode("utf-8")
+            except UnicodeDecodeError:
+                continue
+            if pattern(name):
+                found.append((name, uid))
+        return found

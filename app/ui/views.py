@@ -1,0 +1,13 @@
+"""Page routes."""
+
+from __future__ import annotations
+
+from flask import render_template
+
+from app import __version__
+from app.ui import bp
+
+
+@bp.get("/")
+def home() -> str:
+    return render_template("ui/home.html", version=__version__)

@@ -1,0 +1,1 @@
+"""OpenTSDB-style server plugins for pytsd (see plugin/README.md)."""

@@ -1,0 +1,121 @@
+"""Shared fixtures: a TSDB, app and client per storage backend, and a demo-data client.
+
+Backends: the embedded SQLite store always; a real HBase when ``TSD_TEST_HBASE=host:port``
+is set (``make hbase-up`` then ``make test`` sets it). In CI (``CI=true``) a missing HBase is
+an error, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from flask import Flask
+from flask.testing import FlaskClient
+
+from app import create_app
+from app.config import load_config
+from app.tsdb import TSDB
+from app.tsdb.schema import create_tables
+
+ROOT = Path(__file__).resolve().parent
+TIERS = ("unit", "functional", "integration", "e2e")
+BACKENDS = ("sqlite", "hbase")
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test by its folder; a test outside the known tiers is a mistake."""
+    for item in items:
+        tier = Path(str(item.fspath)).resolve().relative_to(ROOT).parts[0]
+        if tier not in TIERS:
+            raise RuntimeError(f"Unknown test tier {tier!r} for {item.nodeid}")
+        item.add_marker(getattr(pytest.mark, tier))
+
+
+def hbase_address() -> str | None:
+    address = os.environ.get("TSD_TEST_HBASE")
+    if not address and os.environ.get("CI") == "true":
+        pytest.fail("CI must run the HBase tests: TSD_TEST_HBASE is not set")
+    return address
+
+
+def backend_config(backend: str, tmp_path: Path, extra: dict[str, Any] | None = None
+                   ) -> dict[str, Any]:
+    """Settings for a fresh, empty store of ``backend``."""
+    if backend == "hbase":
+        address = hbase_address()
+        if not address:
+            pytest.skip("HBase tests need TSD_TEST_HBASE=host:port (run `make hbase-up`)")
+        config = {"tsd.storage": f"hbase://{address}",
+                  "tsd.storage.hbase.table_prefix": f"t{uuid.uuid4().hex[:10]}_"}
+    else:
+        config = {"tsd.storage": f"sqlite:///{tmp_path / 'tsdb.db'}"}
+    return {**config, **(extra or {})}
+
+
+def make_tsdb(config: dict[str, Any]) -> TSDB:
+    tsdb = TSDB(load_config(config, environ={}))
+    create_tables(tsdb.store, tsdb.config)
+    return tsdb
+
+
+def drop_tables(tsdb: TSDB) -> None:
+    drop = getattr(tsdb.store, "drop_tables", None)
+    if drop is not None:
+        drop()
+    tsdb.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+@pytest.fixture
+def tsd_config(backend: str, tmp_path: Path) -> dict[str, Any]:
+    """Settings for an empty store; tests may add keys before building the app."""
+    return backend_config(backend, tmp_path, {"tsd.core.auto_create_metrics": True})
+
+
+@pytest.fixture
+def tsdb(tsd_config: dict[str, Any]) -> Iterator[TSDB]:
+    tsdb = make_tsdb(tsd_config)
+    yield tsdb
+    drop_tables(tsdb)
+
+
+@pytest.fixture
+def app(tsdb: TSDB) -> Flask:
+    app = create_app(dict(tsdb.config))
+    app.extensions["tsdb"] = tsdb
+    app.config["TESTING"] = True
+    return app
+
+
+@pytest.fixture
+def client(app: Flask) -> FlaskClient:
+    return app.test_client()
+
+
+@pytest.fixture(scope="session")
+def demo_app(tmp_path_factory: pytest.TempPathFactory) -> Flask:
+    """An app over the embedded store with the demo data set (a day ending now)."""
+    from app.tsdb.demo import load_demo
+
+    path = tmp_path_factory.mktemp("demo") / "demo.db"
+    config = {"tsd.storage": f"sqlite:///{path}", "tsd.core.auto_create_metrics": True}
+    tsdb = make_tsdb(config)
+    load_demo(tsdb)
+    app = create_app(config)
+    app.extensions["tsdb"] = tsdb
+    app.config["TESTING"] = True
+    return app
+
+
+@pytest.fixture
+def demo_client(demo_app: Flask) -> FlaskClient:
+    return demo_app.test_client()

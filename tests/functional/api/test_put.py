@@ -1,0 +1,164 @@
+"""/api/put: OpenTSDB's cells, statuses and messages (spec §7.6, PutDataPointRpc tests)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from app.tsdb import TSDB
+
+NICE = {"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18,
+        "tags": {"host": "web01"}}
+
+
+def post(client: FlaskClient, body: Any, query: str = "", **kwargs: Any) -> Any:
+    data = body if isinstance(body, (str, bytes)) else json.dumps(body)
+    return client.post(f"/api/put{query}", data=data, **kwargs)
+
+
+def data_cells(tsdb: TSDB) -> list[tuple[str, str, str]]:
+    return [(row.hex().upper(), col.hex().upper(), val.hex().upper())
+            for row, cells in tsdb.data_table().scan() for col, val in cells.items()]
+
+
+def test_single_put_writes_exactly_opentsdbs_cells(client: FlaskClient, tsdb: TSDB) -> None:
+    response = post(client, NICE)
+    assert response.status_code == 204
+    assert response.data == b""
+    # Row 000001 50473EC0 000001 000001, qualifier 0000 (offset 0, 1-byte int), value 0x12.
+    assert data_cells(tsdb) == [("00000150473EC0000001000001", "743A0000", "12")]
+    uid_cells = {(row, col, val) for row, cells in tsdb.uid_table().scan()
+                 for col, val in cells.items()}
+    one = b"\x00\x00\x01"
+    assert uid_cells == {
+        (b"\x00", b"id:metrics", (1).to_bytes(8, "big")),
+        (b"\x00", b"id:tagk", (1).to_bytes(8, "big")),
+        (b"\x00", b"id:tagv", (1).to_bytes(8, "big")),
+        (one, b"name:metrics", b"sys.cpu.nice"), (one, b"name:tagk", b"host"),
+        (one, b"name:tagv", b"web01"),
+        (b"sys.cpu.nice", b"id:metrics", one), (b"host", b"id:tagk", one),
+        (b"web01", b"id:tagv", one),
+    }
+
+
+@pytest.mark.parametrize(("value", "qualifier", "stored"), [
+    (4711, "0001", "1267"),                    # 2-byte int, flags 0x1
+    (-2, "0000", "FE"),                        # 1-byte two's complement
+    (70000, "0003", "00011170"),               # 4-byte int
+    (2**40, "0007", "0000010000000000"),       # 8-byte long
+    (42.5, "000B", "422A0000"),                # fits a float: 4-byte IEEE, flags 0x8|0x3
+    (42.2, "000F", "404519999999999A"),  # needs a double: 8 bytes, flags 0x8|0x7
+    ("1.25", "000B", "3FA00000"),              # strings with '.' are floats
+    ("17", "0000", "11"),                      # strings without '.eE' are longs
+])
+def test_value_encodings(client: FlaskClient, tsdb: TSDB, value: Any, qualifier: str,
+                         stored: str) -> None:
+    assert post(client, {**NICE, "value": value}).status_code == 204
+    [(_, column, cell)] = data_cells(tsdb)
+    assert (column[4:], cell) == (qualifier, stored)
+
+
+def test_millisecond_timestamp_uses_a_4_byte_qualifier(client: FlaskClient, tsdb: TSDB) -> None:
+    assert post(client, {**NICE, "timestamp": 1346846400500}).status_code == 204
+    [(row, column, value)] = data_cells(tsdb)
+    # 0xF0000000 | (500 << 6) | flags 0 = F0007D00
+    assert (row[6:14], column[4:], value) == ("50473EC0", "F0007D00", "12")
+
+
+def test_array_gzip_summary(client: FlaskClient, tsdb: TSDB) -> None:
+    body = gzip.compress(json.dumps([NICE, {**NICE, "timestamp": 1346846410}]).encode())
+    response = post(client, body, "?summary", headers={"Content-Encoding": "gzip"})
+    assert response.status_code == 200
+    assert response.get_json() == {"success": 2, "failed": 0}
+    assert len(data_cells(tsdb)) == 2
+
+
+@pytest.mark.parametrize(("point", "message"), [
+    ({**NICE, "metric": ""}, "Metric name was empty"),
+    ({k: v for k, v in NICE.items() if k != "metric"}, "Metric name was empty"),
+    ({**NICE, "timestamp": 0}, "Invalid timestamp"),
+    ({**NICE, "timestamp": -1}, "Invalid timestamp"),
+    ({k: v for k, v in NICE.items() if k != "timestamp"}, "Invalid timestamp"),
+    ({**NICE, "value": ""}, "Empty value"),
+    ({**NICE, "value": None}, "Empty value"),
+    ({**NICE, "tags": {}}, "Missing tags"),
+    ({**NICE, "value": "notanumber"}, "Unable to parse value to a number"),
+    ({**NICE, "value": "NaN"}, "Unable to parse value to a number"),
+    ({**NICE, "value": "Infinity"}, "Unable to parse value to a number"),
+    ({**NICE, "metric": "a b"}, 'Invalid metric ("a b"): illegal character:  '),
+    ({**NICE, "tags": {f"k{i}": "v" for i in range(9)}}, "Too many tags: 9 maximum allowed: 8"),
+])
+def test_bad_points_are_reported_and_good_ones_kept(client: FlaskClient, tsdb: TSDB,
+                                                    point: dict[str, Any], message: str) -> None:
+    good = {**NICE, "timestamp": 1346846460}
+    response = post(client, [point, good], "?details")
+    assert response.status_code == 400
+    body = response.get_json()
+    assert (body["success"], body["failed"]) == (1, 1)
+    assert body["errors"][0]["error"].startswith(message)
+    assert len(data_cells(tsdb)) == 1
+
+
+def test_json_nan_literal_is_rejected_per_point(client: FlaskClient, tsdb: TSDB) -> None:
+    response = post(client, '[{"metric":"m","timestamp":1346846400,"value":NaN,'
+                            '"tags":{"a":"b"}}]', "?details")
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0] == {
+        "error": "Unable to parse value to a number",
+        "datapoint": {"metric": "m", "timestamp": 1346846400, "value": "NaN",
+                      "tags": {"a": "b"}}}
+
+
+def test_errors_without_details_use_the_generic_message(client: FlaskClient) -> None:
+    response = post(client, {**NICE, "value": "x"})
+    assert response.status_code == 400
+    assert response.get_json() == {"error": {
+        "code": 400, "message": "One or more data points had errors",
+        "details": 'Please see the TSD logs or append "details" to the put request'}}
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("", "Missing request content"),
+    ("metric", "The JSON must start as an object or an array"),
+    ("{not json", "Unable to parse the given JSON"),
+    ("[]", "No datapoints found in content"),
+])
+def test_bad_bodies(client: FlaskClient, body: str, message: str) -> None:
+    response = post(client, body)
+    assert response.status_code == 400
+    assert response.get_json()["error"]["message"] == message
+
+
+def test_get_is_not_allowed(client: FlaskClient) -> None:
+    response = client.get("/api/put")
+    assert response.status_code == 405
+    assert response.get_json()["error"]["message"] == "Method not allowed"
+
+
+def test_unknown_metric_without_auto_create(tsd_config: dict[str, Any]) -> None:
+    from app import create_app
+    from tests.conftest import make_tsdb
+
+    tsdb = make_tsdb({**tsd_config, "tsd.core.auto_create_metrics": False})
+    app = create_app(dict(tsdb.config))
+    app.extensions["tsdb"] = tsdb
+    response = app.test_client().post("/api/put?details", data=json.dumps(NICE))
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["error"] == "Unknown metric"
+
+
+def test_append_mode_writes_one_column_per_row(tsd_config: dict[str, Any]) -> None:
+    from app import create_app
+    from tests.conftest import make_tsdb
+
+    tsdb = make_tsdb({**tsd_config, "tsd.storage.enable_appends": True})
+    app = create_app(dict(tsdb.config))
+    app.extensions["tsdb"] = tsdb
+    points = [{**NICE, "timestamp": 1346846400 + i, "value": i} for i in (0, 1)]
+    assert app.test_client().post("/api/put", data=json.dumps(points)).status_code == 204
+    # Append column 0x050000 holds qualifier+value pairs: 0000 00, 0010 01.
+    assert data_cells(tsdb) == [("00000150473EC0000001000001", "743A050000", "0000000010" + "01")]

@@ -1,0 +1,5 @@
+"""The WSGI entry point: ``gunicorn wsgi:application``."""
+
+from app import create_app
+
+application = create_app()
