@@ -1,8 +1,9 @@
-"""The ``pytsd`` command: serve, create tables, import, inspect and compact, like OpenTSDB's ``tsdb``."""
+"""The ``pytsd`` command: serve, create tables, import, inspect, compact (OpenTSDB's ``tsdb``)."""
 
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import re
@@ -18,10 +19,9 @@ from app.errors import TsdbError
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
+from app.tsdb.importer import BATCH_POINTS, Importer
 from app.tsdb.schema import create_tables
-from app.tsdb.writer import DataPoint, PointWriter, parse_timestamp, parse_value
-
-IMPORT_BATCH = 20_000
+from app.tsdb.writer import PointWriter
 
 
 def open_tsdb(**overrides: object) -> TSDB:
@@ -57,27 +57,12 @@ def create_tables_command() -> None:
     click.echo(f"created: {', '.join(created)}" if created else "all tables exist")
 
 
-def read_lines(path: str) -> Iterator[str]:
-    """Lines of a plain or gzip file (detected by its magic bytes)."""
-    with open(path, "rb") as probe:
-        gzipped = probe.read(2) == b"\x1f\x8b"
-    opener = gzip.open if gzipped else open
-    with opener(path, "rt", encoding="utf-8") as handle:  # type: ignore[operator]
-        yield from handle
-
-
-def parse_import_line(line: str) -> DataPoint:
-    """``metric timestamp value tagk=tagv ...`` (OpenTSDB's text import format)."""
-    words = line.split()
-    if len(words) < 4:
-        raise TsdbError("expected: metric timestamp value tagk=tagv [tagk=tagv ...]")
-    tags = {}
-    for word in words[3:]:
-        tagk, sep, tagv = word.partition("=")
-        if not sep or not tagk or not tagv:
-            raise TsdbError(f"invalid tag: {word}")
-        tags[tagk] = tagv
-    return DataPoint(words[0], parse_timestamp(words[1]), parse_value(words[2]), tags)
+def read_lines(raw: IO[bytes]) -> Iterator[str]:
+    """Lines of a plain or gzip stream (detected by its magic bytes)."""
+    gzipped = raw.read(2) == b"\x1f\x8b"
+    raw.seek(0)
+    stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if gzipped else raw  # type: ignore[assignment]
+    yield from io.TextIOWrapper(stream, encoding="utf-8")
 
 
 @main.command("import")
@@ -102,35 +87,29 @@ def import_command(files: tuple[str, ...], auto_metric: bool, progress: bool) ->
 def import_file(writer: PointWriter, path: str, progress: bool) -> tuple[int, int]:
     from tqdm import tqdm
 
+    importer = Importer(writer)
     ok = failed = 0
-    batch: list[DataPoint] = []
+    raw = open(path, "rb")  # noqa: SIM115 - closed below, after the progress bar
     bar = tqdm(total=os.path.getsize(path), unit="B", unit_scale=True, desc=path,
                disable=not progress, file=sys.stderr)
-    for number, line in enumerate(read_lines(path), start=1):
-        bar.update(len(line))
+    for number, line in enumerate(read_lines(raw), start=1):
+        if number % 10_000 == 0:
+            bar.update(raw.tell() - bar.n)  # compressed bytes read so far
         if not line.strip() or line.startswith("#"):
             continue
         try:
-            batch.append(parse_import_line(line))
+            importer.add(line)
         except TsdbError as exc:
             failed += 1
             click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)
             continue
-        if len(batch) >= IMPORT_BATCH:
-            good, bad = _write_batch(writer, batch)
-            ok, failed, batch = ok + good, failed + bad, []
-    good, bad = _write_batch(writer, batch)
+        if importer.pending >= BATCH_POINTS:
+            ok += importer.flush()
+    ok += importer.flush()
+    bar.update(raw.tell() - bar.n)
     bar.close()
-    return ok + good, failed + bad
-
-
-def _write_batch(writer: PointWriter, batch: list[DataPoint]) -> tuple[int, int]:
-    errors = writer.write(batch)
-    for point, error in zip(batch, errors):
-        if error:
-            click.echo(f"{point.metric} {point.timestamp}: {error}", err=True)
-    bad = sum(1 for e in errors if e)
-    return len(batch) - bad, bad
+    raw.close()
+    return ok, failed
 
 
 @main.command()
@@ -191,15 +170,16 @@ def scan(metric: str, start_s: int, end_s: int) -> None:
 def _print_row(tsdb: TSDB, row: bytes, cells: dict[bytes, bytes], out: IO[str]) -> None:
     parts = tsdb.layout.parse_row_key(row)
     tags = " ".join(f"{tsdb.tagk.get_name(k)}={tsdb.tagv.get_name(v)}" for k, v in parts.tags)
+    when = time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(parts.base_time_s))
     out.write(f"{row.hex()} {tsdb.metrics.get_name(parts.metric_uid)} "
-              f"{parts.base_time_s} ({time.strftime('%Y-%m-%d %H:%M:%S', time.gmtime(parts.base_time_s))}) "
-              f"{tags}\n")
+              f"{parts.base_time_s} ({when}) {tags}\n")
     for column, value in cells.items():
         qualifier = column.split(b":", 1)[1]
         decoded = codec.decode_row(parts.base_time_s, [(qualifier, value)])
         points = ", ".join(f"{ts}={v:g}" for ts, v in zip(decoded.ts_ms.tolist(),
                                                           decoded.values.tolist()))
-        kind = "annotation" if codec.is_annotation_qualifier(qualifier) else f"{decoded.ts_ms.size} pts"
+        kind = ("annotation" if codec.is_annotation_qualifier(qualifier)
+                else f"{decoded.ts_ms.size} pts")
         out.write(f"  {column.decode('latin-1').split(':')[0]}:{qualifier.hex()} "
                   f"= {value.hex()} [{kind}] {points if decoded.ts_ms.size <= 8 else ''}\n")
 

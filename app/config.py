@@ -97,6 +97,11 @@ SETTINGS: dict[str, Setting] = {
         "X-Mx-ReqToken, Keep-Alive, X-Requested-With, If-Modified-Since",
         str, "Headers allowed in CORS requests.",
     ),
+    "tsd.http.request.cors_credentials": Setting(
+        True, parse_bool,
+        "pytsd: send `Access-Control-Allow-Credentials: true` to allowed origins (Grafana's "
+        "browser access with basic auth or cookies).",
+    ),
     "tsd.query.timeout": Setting(0, int, "Query timeout in milliseconds (0 = none)."),
     "tsd.query.limits.data_points.default": Setting(
         0, int, "Most data points one sub-query may read (0 = no limit)."
@@ -105,6 +110,22 @@ SETTINGS: dict[str, Setting] = {
         0, int, "Most bytes one sub-query may read (0 = no limit)."
     ),
     "tsd.query.allow_delete": Setting(False, parse_bool, "Honour `delete` in queries."),
+    "tsd.query.last.default_back_scan": Setting(
+        24, int,
+        "pytsd: hours `/api/query/last` scans back when `back_scan` is 0 or absent "
+        "(OpenTSDB reads `tsdb-meta` then).",
+    ),
+    "tsd.query.last.max_back_scan": Setting(
+        8760, int, "pytsd: largest `back_scan` (hours) `/api/query/last` accepts."
+    ),
+    "tsd.search.lookup.default_limit": Setting(
+        25, int, "pytsd: series `/api/search/lookup` returns when `limit` is 0 or absent."
+    ),
+    "tsd.search.lookup.default_window": Setting(
+        "", str,
+        "pytsd: when set (e.g. `7d`), `/api/search/lookup` without `start` scans only that far "
+        "back; empty scans the metric's whole history, as OpenTSDB does.",
+    ),
 }
 
 
@@ -144,7 +165,8 @@ class Config(Mapping[str, Any]):
         """All settings as strings, secrets replaced, for ``/api/config``."""
         out = {}
         for key, value in sorted(self._values.items()):
-            secret = key in SETTINGS and SETTINGS[key].secret or "password" in key
+            # OpenTSDB masks every key containing "PASS" (HttpJsonSerializer#formatConfigV1).
+            secret = key in SETTINGS and SETTINGS[key].secret or "pass" in key.lower()
             out[key] = "********" if secret else _to_text(value)
         return out
 

@@ -42,3 +42,9 @@ def json_body(require_container: bool = True) -> Any:
 def has_param(name: str) -> bool:
     """OpenTSDB's flags are presence-based: ``?summary`` and ``?summary=false`` both count."""
     return name in request.args
+
+
+def param(name: str) -> str | None:
+    """A query-string parameter; the last one wins when repeated (``getQueryStringParam``)."""
+    values = request.args.getlist(name)
+    return values[-1] if values else None

@@ -226,5 +226,5 @@ def query_from_json(body: object, now_ms: int, tz: str = "UTC", *,
     subs = tuple(_sub_query(sub, i) for i, sub in enumerate(raw["queries"] or ()))
     draft = Query(start_ms=0, end_ms=0, queries=subs, start_text=raw["start"] or "",
                   end_text=raw["end"] or None, timezone=raw["timezone"] or "", arrays=arrays)
-    flags = {field: bool(raw[name]) for name, field in _FLAGS.items()}
+    flags: dict[str, Any] = {field: bool(raw[name]) for name, field in _FLAGS.items()}
     return validate_query(replace(draft, **flags), now_ms, tz)

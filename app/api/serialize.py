@@ -74,22 +74,49 @@ def java_double(value: float) -> str:
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
+def _sci_from_positional(text: str) -> str:
+    """Python's positional repr of 1e7 <= |x| < 1e16 (``12345678.9``) → ``1.23456789E7``."""
+    sign, body = ("-", text[1:]) if text[0] == "-" else ("", text)
+    whole, _, frac = body.partition(".")
+    digits = (whole + frac).rstrip("0")
+    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{len(whole) - 1}"
+
+
 def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool) -> list[str]:
     nan_mask = np.isnan(values)
     if is_int:
         texts = list(map(str, np.where(nan_mask, 0, values).astype(np.int64).tolist()))
     else:
-        texts = list(map(repr, values.tolist()))
+        texts = list(map(float.__repr__, values.tolist()))
         magnitude = np.abs(values)
         with np.errstate(invalid="ignore"):
-            odd = ~np.isfinite(values) | (magnitude >= 1e7) | ((magnitude < 1e-3) & (values != 0))
-        for i in np.flatnonzero(odd).tolist():
+            big = (magnitude >= 1e7) & (magnitude < 1e16)
+            odd = ~np.isfinite(values) | (magnitude >= 1e16) | ((magnitude < 1e-3) & (values != 0))
+        if big.all():
+            texts = list(map(_sci_from_positional, texts))
+        else:
+            for i in np.flatnonzero(big).tolist():
+                texts[i] = _sci_from_positional(texts[i])
+        for i in np.flatnonzero(odd & ~nan_mask).tolist():
             texts[i] = java_double(float(values[i]))
     if nan_mask.any():
         nan_text = "null" if null_for_nan else '"NaN"'
         for i in np.flatnonzero(nan_mask).tolist():
             texts[i] = nan_text
     return texts
+
+
+def _interleave(keys: list[str], texts: list[str], first: str, middle: str, between: str,
+                last: str) -> str:
+    """``first k0 middle v0 between k1 middle v1 ... last`` with one C-level join."""
+    count = len(keys)
+    parts = [between] * (4 * count)
+    parts[0] = first
+    parts[1::4] = keys
+    parts[2::4] = [middle] * count
+    parts[3::4] = texts
+    parts.append(last)
+    return "".join(parts)
 
 
 def render_dps(ts_ms: Int64Array, values: Float64Array, is_int: bool, *, start_ms: int,
@@ -105,11 +132,13 @@ def render_dps(ts_ms: Int64Array, values: Float64Array, is_int: bool, *, start_m
         stamps = ts_ms
     else:  # Java's long division truncates toward zero
         stamps = np.where(ts_ms < 0, -(-ts_ms // 1000), ts_ms // 1000)
-    keys = map(str, stamps.tolist())
+    keys = list(map(str, stamps.tolist()))
     texts = _format_values(values, is_int, null_for_nan)
+    if not keys:
+        return "[]" if arrays else "{}"
     if arrays:
-        return "[" + ",".join(map("[{},{}]".format, keys, texts)) + "]"
-    return "{" + ",".join(map('"{}":{}'.format, keys, texts)) + "}"
+        return _interleave(keys, texts, "[[", ",", "],[", "]]")
+    return _interleave(keys, texts, '{"', '":', ',"', "}")
 
 
 def _start_ms(note: Mapping[str, Any]) -> int:

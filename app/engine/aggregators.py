@@ -33,7 +33,7 @@ LongReducer = Callable[[Int64Array, "BoolArray | None"], Int64Array]
 
 
 class Interpolation(enum.Enum):
-    """What a series contributes at a timestamp where it has no point (``Aggregators.Interpolation``)."""
+    """What a series adds where it has no point (``Aggregators.Interpolation``)."""
 
     LERP = "lerp"  # linear interpolation between its neighbours
     ZIM = "zim"  # zero if missing
@@ -96,25 +96,47 @@ def _pick(values: np.ndarray, rows: Int64Array) -> np.ndarray:
     return np.take_along_axis(values, rows[None, :], axis=0)[0]
 
 
+def _in_row_order(ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
+    """Reduce down the rows strictly in row order, like Java's loop.
+
+    numpy adds whole rows one after another when reducing axis 0 of a C-contiguous array, but
+    uses pairwise summation along a contiguous axis (a transposed view), which changes the last
+    bits of a sum. Few rows: an explicit loop over row views (no copy); many: a C-order copy.
+    """
+    if values.flags.c_contiguous:
+        return ufunc.reduce(values, axis=0)
+    if values.shape[0] > 32:
+        return ufunc.reduce(np.ascontiguousarray(values), axis=0)
+    out = np.array(values[0], copy=True)
+    for row in values[1:]:
+        ufunc(out, row, out=out)
+    return out
+
+
 def _seq_sum(values: np.ndarray) -> np.ndarray:
-    """Sum down the rows in row order, like Java's loop (an axis-0 reduce of a C-contiguous
-    array adds whole rows one after another; pairwise summation would change the last bits)."""
-    return np.add.reduce(np.ascontiguousarray(values), axis=0)
+    return _in_row_order(np.add, values)
 
 
 # --------------------------------------------------------------------------- double flavour
 
 
+def _nan_skipping_sum(values: Float64Array) -> tuple[Float64Array, Int64Array]:
+    """Java's ``result = 0.; for v: if (!isNaN(v)) result += v`` per column, and the count."""
+    nan = np.isnan(values)
+    if not nan.any():  # the common case: skip the masking passes
+        return _seq_sum(values) + 0.0, np.full(values.shape[1], values.shape[0], np.int64)
+    total = _seq_sum(np.where(nan, 0.0, values)) + 0.0
+    return total, values.shape[0] - np.count_nonzero(nan, axis=0)
+
+
 def _sum_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
-    ok = ~np.isnan(values)
-    total = _seq_sum(np.where(ok, values, 0.0)) + 0.0
-    return np.where(ok.any(axis=0), total, np.nan)
+    total, count = _nan_skipping_sum(values)
+    return np.where(count > 0, total, np.nan)
 
 
 def _square_sum_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
-    ok = ~np.isnan(values)
-    total = _seq_sum(np.where(ok, values * values, 0.0)) + 0.0
-    return np.where(ok.any(axis=0), total, np.nan)
+    total, count = _nan_skipping_sum(values * values)
+    return np.where(count > 0, total, np.nan)
 
 
 def _min_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
@@ -126,15 +148,13 @@ def _max_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
 
 
 def _avg_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
-    ok = ~np.isnan(values)
-    count = ok.sum(axis=0)
-    total = _seq_sum(np.where(ok, values, 0.0)) + 0.0
+    total, count = _nan_skipping_sum(values)
     with np.errstate(invalid="ignore", divide="ignore"):
         return np.where(count > 0, total / count, np.nan)
 
 
 def _count_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
-    return (~np.isnan(values)).sum(axis=0).astype(np.float64)
+    return (values.shape[0] - np.count_nonzero(np.isnan(values), axis=0)).astype(np.float64)
 
 
 def _median_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
@@ -182,7 +202,7 @@ def _diff_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
 
 def _mult_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
     padded = values if present is None else np.where(present, values, 1.0)
-    return np.multiply.reduce(np.ascontiguousarray(padded), axis=0)
+    return _in_row_order(np.multiply, padded)
 
 
 def _first_d(values: Float64Array, present: BoolArray | None) -> Float64Array:
@@ -250,7 +270,7 @@ def _diff_l(values: Int64Array, present: BoolArray | None) -> Int64Array:
 
 def _mult_l(values: Int64Array, present: BoolArray | None) -> Int64Array:
     padded = values if present is None else np.where(present, values, 1)
-    return np.multiply.reduce(np.ascontiguousarray(padded), axis=0)
+    return _in_row_order(np.multiply, padded)
 
 
 def _first_l(values: Int64Array, present: BoolArray | None) -> Int64Array:

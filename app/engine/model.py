@@ -19,6 +19,9 @@ class Series:
 
     ``ts_ms`` is strictly ascending; ``is_int[i]`` says whether point i was stored as an integer
     (OpenTSDB prints integer results only when every contributing point is an integer).
+    ``tags`` must be in row-key order (ascending tagk UID), as the row key lists them: the engine
+    pairs them with the UIDs in ``tsuid``. ``long_values`` holds the exact 64-bit value of integer
+    points (0 elsewhere); leave it None when every integer fits a double exactly (|v| < 2**53).
     """
 
     tsuid: str
@@ -27,6 +30,7 @@ class Series:
     values: Float64Array
     is_int: BoolArray
     annotations: list[dict[str, Any]] = field(default_factory=list)
+    long_values: Int64Array | None = None
     # Storage order, which fixes OpenTSDB's result order: the row key without its base time
     # (salt, metric UID, tag UIDs) and each tag's (tagk UID, tagv UID).
     row_order: bytes = b""
@@ -39,6 +43,9 @@ class GroupResult:
 
     ``values`` may hold NaN: with fill policy ``null`` it is printed as JSON ``null``,
     otherwise as OpenTSDB's ``NaN``. ``is_int`` is True when the group prints integers.
+    OpenTSDB decides integer-or-double per point (§4.5): when ``int_mask`` is set, point i prints
+    as an integer iff ``int_mask[i]``, using ``long_values[i]`` (exact 64-bit) when that is set.
+    ``json_null`` is True when NaN prints as ``null`` (fill policy ``null``).
     """
 
     metric: str
@@ -50,3 +57,6 @@ class GroupResult:
     is_int: bool
     query_index: int
     annotations: list[dict[str, Any]] = field(default_factory=list)
+    int_mask: BoolArray | None = None
+    long_values: Int64Array | None = None
+    json_null: bool = False

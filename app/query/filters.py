@@ -274,6 +274,11 @@ def build_filter(spec: Filter) -> TagFilter:
     return filter_type.factory(spec.tagk, spec.filter, spec.group_by)
 
 
+def compile_filters(specs: Iterable[Filter]) -> tuple[TagFilter, ...]:
+    """Compile a sub-query's filters once, for :func:`series_matches` and storage."""
+    return tuple(build_filter(spec) for spec in specs)
+
+
 def filter_from_tag(tagk: str, value: str, group_by: bool) -> Filter:
     """Convert an old-style ``tagk=value`` pair (``m=`` braces, JSON ``tags``) to a filter."""
     if not tagk:

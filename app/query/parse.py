@@ -226,7 +226,7 @@ def query_from_args(args: Mapping[str, list[str]], now_ms: int, tz: str = "UTC")
     if not subs:
         raise BadRequestError("Missing sub queries")
     subs = [replace(sub, index=i) for i, sub in enumerate(subs)]
-    flags = {field: name in args for name, field in _PRESENCE_FLAGS.items()}
+    flags: dict[str, Any] = {field: name in args for name, field in _PRESENCE_FLAGS.items()}
     draft = Query(start_ms=0, end_ms=0, queries=tuple(subs), start_text=start,
                   end_text=_last(args, "end") or None,
                   timezone=_last(args, "timezone") or _last(args, "tz") or "")

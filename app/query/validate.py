@@ -81,8 +81,8 @@ def _validate_downsample(downsample: Downsample) -> None:
     if downsample.fill not in FILL_POLICIES:
         if downsample.fill == "scalar":
             # OpenTSDB 2.4 parses it, then fails on the first empty bucket.
-            raise BadRequestError("Unsupported fill policy: scalar",
-                                  "Supported fill policies: none, nan, null, zero")
+            raise BadRequestError("Unsupported fill policy: scalar "
+                                  "(use one of none, nan, null, zero)")
         raise BadRequestError(f"Unrecognized fill policy: {downsample.fill}")
 
 

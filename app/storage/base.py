@@ -9,7 +9,8 @@ Conventions, as in happybase:
 * Row keys, qualifiers and values are ``bytes``; a column is ``b"family:qualifier"``.
 * Scans return rows in ascending byte order of row key; ``row_start`` is inclusive and
   ``row_stop`` exclusive.
-* ``columns`` narrows what is returned: ``b"t"`` (a whole family) or ``b"t:\\x00\\x00"`` (one column).
+* ``columns`` narrows what is returned: ``b"t"`` (a whole family) or ``b"t:\\x00\\x00"``
+  (one column).
 """
 
 from __future__ import annotations
@@ -76,7 +77,7 @@ class Table(Protocol):
         ...
 
     def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
-        """Atomically add ``value`` to the 8-byte big-endian counter cell and return the new value."""
+        """Atomically add ``value`` to the 8-byte big-endian counter cell; return the new value."""
         ...
 
     def check_and_put(

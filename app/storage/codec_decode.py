@@ -8,11 +8,16 @@ Grammar of the cells decoded (see :mod:`app.storage.codec_cells` for the full on
 
 How: every data cell is a *segment* of points. Segments whose qualifiers all have one width
 (seconds: 2 bytes, ms: 4 bytes) are concatenated, across all rows of a call, into one buffer that
-numpy reads as ``>u2`` / ``>u4`` words: offsets, flags and lengths come out without a per-point
-Python loop, the value bytes are gathered per length class (or viewed directly when all points
-share one encoding). A segment fails over to the per-point path of ``codec_cells`` when its
-value length or qualifier widths disagree with that assumption; mixed-resolution columns and
-append columns take that path directly (they are rare).
+numpy reads as ``>u2`` / ``>u4`` words, so offsets, flags and lengths come out without a
+per-point Python loop. Values are read in one gather: for each point, the 8-byte big-endian
+window that *ends* at its last byte (the value buffer starts with 8 zero bytes), which is the
+value itself for 8-byte values, holds a 4-byte float in its low half, and gives a 1/2/4-byte
+integer after a sign-extending shift pair. When all points share one encoding the buffer is
+simply viewed as an array.
+
+A segment whose value bytes or qualifier widths disagree with its group falls back to the
+per-point path of ``codec_cells``; mixed-resolution columns and append columns take that path
+directly (they are rare).
 
 Duplicate timestamps: the greatest :func:`~app.storage.codec_cells.cell_rank` wins (newest write
 time when known, then compacted < single < append, then qualifier bytes); within one cell, the
@@ -23,21 +28,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from app.storage.codec_cells import (
-    COMPACTED,
-    FLAG_BITS,
+    APPEND_COLUMN_PREFIX,
     FLAG_FLOAT,
     FLAGS_MASK,
     LENGTH_MASK,
     MS_BYTE_FLAG,
     MS_FLAG_BITS,
     MS_MIXED_COMPACT,
-    SINGLE,
     Cell,
     IllegalDataError,
     cell_kind,
@@ -48,12 +52,18 @@ from app.storage.codec_cells import (
 Int64s = npt.NDArray[np.int64]
 UInt8s = npt.NDArray[np.uint8]
 Raw = tuple[int, bytes, bytes, int]
-"""A cell waiting for the per-point path: (row index, qualifier, value, write time)."""
+"""A cell for the per-point path: (row index, qualifier, stored value, write time)."""
 
-# dtype of a value by its flags; any other flags are corrupt (RowSeq.extract*Value).
-_VALUE_DTYPES = {0x0: np.dtype("i1"), 0x1: np.dtype(">i2"), 0x3: np.dtype(">i4"),
-                 0x7: np.dtype(">i8"), FLAG_FLOAT | 0x3: np.dtype(">f4"),
-                 FLAG_FLOAT | 0x7: np.dtype(">f8")}
+_PAD = bytes(8)
+_FLOAT8 = FLAG_FLOAT | 0x7
+_FLOAT4 = FLAG_FLOAT | 0x3
+_VALID_FLAGS = np.zeros(FLAGS_MASK + 1, dtype=bool)
+_VALID_FLAGS[[0x0, 0x1, 0x3, 0x7, _FLOAT4, _FLOAT8]] = True  # RowSeq.extract*Value
+_LENGTHS = (np.arange(FLAGS_MASK + 1) & LENGTH_MASK).astype(np.uint8) + 1
+_SIGN_SHIFTS = ((64 - 8 * _LENGTHS.astype(np.int64)) % 64).astype(np.uint8)
+_SECOND_OFFSETS_MS = np.arange(1 << 12, dtype=np.int64) * 1000
+_DTYPES = {0x0: np.dtype("i1"), 0x1: np.dtype(">i2"), 0x3: np.dtype(">i4"),
+           0x7: np.dtype(">i8"), _FLOAT4: np.dtype(">f4"), _FLOAT8: np.dtype(">f8")}
 
 
 @dataclass(eq=False)
@@ -74,15 +84,16 @@ class _Part(NamedTuple):
 
     ts_ms: Int64s
     flags: UInt8s
+    value_end: Int64s  # end of each point's value in ``values``, not counting the pad
+    values: bytes  # _PAD, then the value bytes of every point
     counts: Int64s  # points per segment
     rows: list[int]
     write_ts: list[int]
     quals: list[bytes]
-    values: bytes  # value bytes of every point, concatenated
 
 
 class _Group:
-    """Segments whose qualifiers are all ``width`` bytes wide: decoded in one numpy pass."""
+    """Segments whose qualifiers are all ``width`` bytes wide, decoded in one numpy pass."""
 
     def __init__(self, width: int) -> None:
         self.width = width
@@ -93,13 +104,6 @@ class _Group:
         self.rows: list[int] = []
         self.write_ts: list[int] = []
 
-    def add(self, row: int, q: bytes, v: bytes, orig: bytes, write_ts: int) -> None:
-        self.quals.append(q)
-        self.vals.append(v)
-        self.origs.append(orig)
-        self.rows.append(row)
-        self.write_ts.append(write_ts)
-
     def decode(self, row_base_ms: Int64s) -> tuple[_Part | None, list[Raw]]:
         """The decoded part, and the segments refused for the per-point path."""
         if not self.quals:
@@ -107,31 +111,32 @@ class _Group:
         words = np.frombuffer(b"".join(self.quals), self.dtype).astype(self.dtype.newbyteorder("="))
         counts = np.fromiter(map(len, self.quals), np.int64, len(self.quals)) // self.width
         flags = (words & FLAGS_MASK).astype(np.uint8)
-        bad = self._bad_segments(words, flags, counts)
+        value_end = np.cumsum(_LENGTHS[flags], dtype=np.int64)
+        bad = self._bad_segments(words, value_end, counts)
         if bad.size:
             refused = [(self.rows[i], self.quals[i], self.origs[i], self.write_ts[i]) for i in bad]
             self._drop(bad)
             return self.decode(row_base_ms)[0], refused
         if self.width == 2:
-            offset_ms = np.multiply(words >> FLAG_BITS, 1000, dtype=np.int64)
+            ts_ms = _SECOND_OFFSETS_MS[words >> 4]
         else:
-            offset_ms = ((words & 0x0FFFFFC0) >> MS_FLAG_BITS).astype(np.int64)
-        seg_base_ms = row_base_ms[np.array(self.rows, dtype=np.int64)]
-        offset_ms += np.repeat(seg_base_ms, counts)
-        return _Part(offset_ms, flags, counts, self.rows, self.write_ts, self.quals,
-                     b"".join(self.vals)), []
+            ts_ms = ((words & 0x0FFFFFC0) >> MS_FLAG_BITS).astype(np.int64)
+        ts_ms += np.repeat(row_base_ms[np.array(self.rows, dtype=np.int64)], counts)
+        values = b"".join(chain((_PAD,), self.vals))
+        return _Part(ts_ms, flags, value_end, values, counts, self.rows, self.write_ts,
+                     self.quals), []
 
-    def _bad_segments(self, words: npt.NDArray[np.unsignedinteger], flags: UInt8s,
+    def _bad_segments(self, words: npt.NDArray[np.unsignedinteger], value_end: Int64s,
                       counts: Int64s) -> Int64s:
         """Segments whose value bytes do not add up, or that hold a qualifier of the other
         width (a mixed column whose meta byte does not say so)."""
-        starts = np.cumsum(counts) - counts
-        lengths = (flags & LENGTH_MASK) + 1
-        sums = np.add.reduceat(lengths, starts, dtype=np.int64)
-        bad = sums != np.fromiter(map(len, self.vals), np.int64, len(self.vals))
+        seg_end = value_end[np.cumsum(counts) - 1]
+        seg_bytes = np.diff(seg_end, prepend=0)
+        bad = seg_bytes != np.fromiter(map(len, self.vals), np.int64, len(self.vals))
         top = words >> (8 * self.width - 4)
         wrong_width = top == 0xF if self.width == 2 else top != 0xF
         if wrong_width.any():
+            starts = np.cumsum(counts) - counts
             bad |= np.add.reduceat(wrong_width, starts, dtype=np.int64) > 0
         return np.flatnonzero(bad)
 
@@ -158,24 +163,29 @@ class _Batch:
         self.row_base_ms.append(base_time_s * 1000)
         write_ts = self.write_ts
         for q, v in cells:
-            kind = cell_kind(q)
-            if kind is None:
-                continue  # annotations and unknown extended formats are not data points
+            n = len(q)
             wt = 0 if write_ts is None else write_ts.get(q, -1)
-            if kind == SINGLE:
+            if n & 1 or not n:  # annotations and unknown extended formats are not data
+                if n == 3 and q[0] == APPEND_COLUMN_PREFIX:
+                    self.slow.append((row, q, v, wt))
+            elif n == 2 or (n == 4 and q[0] >= MS_BYTE_FLAG):  # a single data point
+                orig = v
                 if (q[-1] & LENGTH_MASK) + 1 != len(v):
                     q, v = fix_single(q, v)
-                group = self.seconds if len(q) == 2 else self.millis
-                group.add(row, q, v, v, wt)
-            elif kind == COMPACTED and v and not v[-1] & MS_MIXED_COMPACT:
-                if q[0] < MS_BYTE_FLAG:
-                    self.seconds.add(row, q, v[:-1], v, wt)
-                elif not len(q) & 3:
-                    self.millis.add(row, q, v[:-1], v, wt)
-                else:
-                    self.slow.append((row, q, v, wt))
-            else:
+                self._add(self.seconds if n == 2 else self.millis, row, q, v, orig, wt)
+            elif not v or v[-1] & MS_MIXED_COMPACT or (q[0] >= MS_BYTE_FLAG and n & 3):
                 self.slow.append((row, q, v, wt))
+            else:  # compacted, and by its first qualifier and meta byte of one resolution
+                self._add(self.seconds if q[0] < MS_BYTE_FLAG else self.millis,
+                          row, q, v[:-1], v, wt)
+
+    @staticmethod
+    def _add(group: _Group, row: int, q: bytes, v: bytes, orig: bytes, wt: int) -> None:
+        group.quals.append(q)
+        group.vals.append(v)
+        group.origs.append(orig)
+        group.rows.append(row)
+        group.write_ts.append(wt)
 
     def finish(self) -> DecodedRow:
         row_base_ms = np.array(self.row_base_ms, dtype=np.int64)
@@ -187,7 +197,7 @@ class _Batch:
             return DecodedRow(np.empty(0, np.int64), np.empty(0, np.float64),
                               np.empty(0, np.bool_))
         part = parts[0] if len(parts) == 1 else _concat(parts)
-        values, is_int = _decode_values(part.values, part.flags)
+        values, is_int = _decode_values(part.values, part.flags, part.value_end)
         return _ascending(part, values, is_int)
 
 
@@ -195,12 +205,11 @@ def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
     """The per-point path, for mixed-resolution and append columns."""
     ts_ms: list[int] = []
     flags: list[int] = []
-    values: list[bytes] = []
+    values: list[bytes] = [_PAD]
     counts, rows, write_ts, quals = [], [], [], []
     for row, q, v, wt in raws:
         kind = cell_kind(q)
-        assert kind is not None
-        points = cell_points(kind, q, v)
+        points = cell_points(kind, q, v) if kind is not None else []
         if not points:
             continue
         base_ms = row_base_ms[row]
@@ -213,49 +222,63 @@ def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
         quals.append(q)
     if not counts:
         return None
-    return _Part(np.array(ts_ms, dtype=np.int64), np.array(flags, dtype=np.uint8),
-                 np.array(counts, dtype=np.int64), rows, write_ts, quals, b"".join(values))
+    flag_array = np.array(flags, dtype=np.uint8)
+    return _Part(np.array(ts_ms, dtype=np.int64), flag_array,
+                 np.cumsum(_LENGTHS[flag_array], dtype=np.int64), b"".join(values),
+                 np.array(counts, dtype=np.int64), rows, write_ts, quals)
 
 
 def _concat(parts: list[_Part]) -> _Part:
+    shifts = np.cumsum([0] + [len(p.values) - len(_PAD) for p in parts[:-1]])
     return _Part(np.concatenate([p.ts_ms for p in parts]),
                  np.concatenate([p.flags for p in parts]),
+                 np.concatenate([p.value_end + shift for p, shift in zip(parts, shifts)]),
+                 b"".join(chain((_PAD,), (memoryview(p.values)[len(_PAD):] for p in parts))),
                  np.concatenate([p.counts for p in parts]),
                  [row for p in parts for row in p.rows],
                  [wt for p in parts for wt in p.write_ts],
-                 [q for p in parts for q in p.quals],
-                 b"".join(p.values for p in parts))
+                 [q for p in parts for q in p.quals])
 
 
-def _value_dtype(flags: int) -> np.dtype[np.generic]:
-    dtype = _VALUE_DTYPES.get(flags)
-    if dtype is None:
-        kind = "Floating point" if flags & FLAG_FLOAT else "Integer"
-        raise IllegalDataError(f"{kind} value not on 8/4/2/1 bytes (flags={flags:#x})")
-    return dtype
-
-
-def _decode_values(buf: bytes, flags: UInt8s) -> tuple[npt.NDArray[np.float64],
-                                                     npt.NDArray[np.bool_]]:
+def _decode_values(buf: bytes, flags: UInt8s, value_end: Int64s
+                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Values as float64 (a float32 widens exactly, as Java's ``(double) f``) and is_int."""
-    first = int(flags[0])
-    if (flags == first).all():  # one encoding for all: the buffer is a plain array
-        values = np.frombuffer(buf, _value_dtype(first)).astype(np.float64)
-        return values, np.full(flags.size, not first & FLAG_FLOAT)
-    lengths = (flags & LENGTH_MASK) + 1
-    offsets = np.cumsum(lengths, dtype=np.int64)
-    offsets -= lengths
-    raw = np.frombuffer(buf, np.uint8)
-    values = np.empty(flags.size, np.float64)
-    for code in np.flatnonzero(np.bincount(flags, minlength=FLAGS_MASK + 1)):
-        dtype = _value_dtype(int(code))
-        where = np.flatnonzero(flags == code)
-        start = offsets[where]
-        if dtype.itemsize == 1:
-            values[where] = raw[start].view(dtype)
-        else:
-            values[where] = raw[start[:, None] + np.arange(dtype.itemsize)].view(dtype)[:, 0]
-    return values, (flags & FLAG_FLOAT) == 0
+    census = np.bincount(flags, minlength=FLAGS_MASK + 1)
+    invalid = np.flatnonzero(census & ~_VALID_FLAGS)
+    if invalid.size:
+        kind = "Floating point" if invalid[0] & FLAG_FLOAT else "Integer"
+        raise IllegalDataError(f"{kind} value not on 8/4/2/1 bytes (flags={invalid[0]:#x})")
+    dominant = int(census.argmax())
+    if census[dominant] == flags.size:  # one encoding for all: the buffer is a plain array
+        values = np.frombuffer(buf, _DTYPES[dominant], offset=len(_PAD)).astype(np.float64)
+        return values, np.full(flags.size, not dominant & FLAG_FLOAT)
+    windows = np.ndarray(shape=(len(buf) - 7,), dtype=">i8", buffer=buf, strides=(1,))
+    bits = windows[value_end].astype(np.int64)  # the 8 bytes ending where each value ends
+    is_int = flags < FLAG_FLOAT
+    if census[FLAG_FLOAT:].sum() * 2 < flags.size:
+        values = _sign_extend(bits, flags).astype(np.float64)
+        floats = np.flatnonzero(~is_int)
+    else:
+        values = bits.copy().view(np.float64)
+        floats = np.flatnonzero(flags == _FLOAT4)
+        ints = np.flatnonzero(is_int)
+        values[ints] = _sign_extend(bits[ints], flags[ints])
+    if floats.size:
+        values[floats] = _float_bits(bits[floats], flags[floats])
+    return values, is_int
+
+
+def _sign_extend(bits: Int64s, flags: UInt8s) -> Int64s:
+    """The low 1/2/4/8 bytes of each window as a signed integer."""
+    shifts = _SIGN_SHIFTS[flags]
+    return np.right_shift(np.left_shift(bits, shifts), shifts)
+
+
+def _float_bits(bits: Int64s, flags: UInt8s) -> npt.NDArray[np.float64]:
+    """Windows of float32 (low half) or float64 values as float64, widening exactly."""
+    single = (bits & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
+    with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly, as in Java
+        return np.where(flags == _FLOAT4, single, bits.view(np.float64))
 
 
 def _ascending(part: _Part, values: npt.NDArray[np.float64],

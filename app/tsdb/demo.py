@@ -9,7 +9,7 @@ import numpy as np
 
 from app.errors import TsdbError
 from app.tsdb import TSDB
-from app.tsdb.writer import DataPoint
+from app.tsdb.writer import DataPoint, PointWriter
 
 STEP_S = 10
 HOSTS = {"web01": "lga", "web02": "lga", "web03": "sjc", "web04": "sjc",
@@ -72,7 +72,6 @@ DEMO_ANNOTATIONS = [
 def load_demo(tsdb: TSDB, hours: int = 24, end_s: int | None = None) -> int:
     """Write the demo points (and notes) and compact the finished hours; return the point count."""
     from app.tsdb.compaction import compact_table
-    from app.tsdb.writer import PointWriter
 
     end_s = int(time.time()) if end_s is None else end_s
     writer = PointWriter(tsdb)
@@ -89,7 +88,7 @@ def load_demo(tsdb: TSDB, hours: int = 24, end_s: int | None = None) -> int:
 
 
 def _write(writer: PointWriter, batch: list[DataPoint]) -> int:
-    errors = [e for e in writer.write(batch) if e]
+    errors = [e for e in writer.write(batch, compact_rows=True) if e]
     if errors:
         raise TsdbError(f"demo data rejected: {errors[0]}")
     return len(batch)

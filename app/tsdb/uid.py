@@ -54,6 +54,9 @@ class UniqueId:
         self._by_name: dict[str, bytes] = {}
         self._by_id: dict[bytes, str] = {}
         self._lock = threading.Lock()
+        # For /api/stats (tsd.uid.cache-hit/-miss): lookups answered by the caches or not.
+        self.cache_hits = 0
+        self.cache_misses = 0
 
     def _column(self, family: bytes) -> bytes:
         return family + b":" + self._qualifier
@@ -69,7 +72,10 @@ class UniqueId:
     def find_id(self, name: str) -> bytes | None:
         """The UID of ``name``, or None."""
         uid = self._by_name.get(name)
-        if uid is None:
+        if uid is not None:
+            self.cache_hits += 1
+        else:
+            self.cache_misses += 1
             cells = self._table().row(name.encode(), [self._column(ID_FAMILY)])
             uid = cells.get(self._column(ID_FAMILY))
             if uid is not None:
@@ -86,7 +92,10 @@ class UniqueId:
     def get_name(self, uid: bytes) -> str:
         """The name of ``uid``; :class:`NoSuchUniqueId` when it has none."""
         name = self._by_id.get(uid)
-        if name is None:
+        if name is not None:
+            self.cache_hits += 1
+        else:
+            self.cache_misses += 1
             cells = self._table().row(uid, [self._column(NAME_FAMILY)])
             raw = cells.get(self._column(NAME_FAMILY))
             if raw is None:
@@ -94,6 +103,16 @@ class UniqueId:
             name = raw.decode("utf-8")
             self._remember(name, uid)
         return name
+
+    @property
+    def cache_size(self) -> int:
+        """Entries in both caches, as OpenTSDB's ``tsd.uid.cache-size`` counts them."""
+        return len(self._by_name) + len(self._by_id)
+
+    def max_id(self) -> int:
+        """The MAXID counter: the highest UID assigned so far (0 when none)."""
+        raw = self._table().row(MAXID_ROW, [self._column(ID_FAMILY)]).get(self._column(ID_FAMILY))
+        return int.from_bytes(raw, "big", signed=True) if raw else 0
 
     def get_or_create_id(self, name: str) -> bytes:
         """The UID of ``name``, assigning a new one the OpenTSDB way when it has none."""

@@ -47,12 +47,23 @@ def parse_value(raw: Any) -> Value:
         if math.isnan(raw) or math.isinf(raw):
             raise BadRequestError("Unable to parse value to a number")
         return raw
-    text = str(raw).strip()
+    return parse_value_text(str(raw).strip())
+
+
+def parse_value_text(text: str) -> Value:
+    """The text form of :func:`parse_value` (``Tags.looksLikeInteger``: no ``.eE``)."""
     try:
-        value: Value = int(text) if INTEGER_TEXT.fullmatch(text) else float(text)
+        if "." in text or "e" in text or "E" in text or not INTEGER_TEXT.fullmatch(text):
+            number = float(text)
+            if math.isnan(number) or math.isinf(number):
+                raise ValueError(text)
+            return number
+        value = int(text)
     except ValueError:
         raise BadRequestError("Unable to parse value to a number") from None
-    return parse_value(value)
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise BadRequestError("Unable to parse value to a number")
+    return value
 
 
 def parse_timestamp(raw: Any) -> int:
@@ -95,9 +106,15 @@ class PointWriter:
         self.config = tsdb.config
         self._templates: dict[SeriesKey, bytes] = {}
         self._time_offset = tsdb.layout.salt_width + tsdb.layout.metric_width
+        self.appends: bool = self.config["tsd.storage.enable_appends"]
 
-    def write(self, points: Sequence[DataPoint]) -> list[str | None]:
-        """Write the valid points; return one error message (or None) per point, in order."""
+    def write(self, points: Sequence[DataPoint], compact_rows: bool = False) -> list[str | None]:
+        """Write the valid points; return one error message (or None) per point, in order.
+
+        :param compact_rows: write the points a batch has for one hour row as one compacted
+            column instead of single cells (the bulk importer's fast path: the bytes are what
+            compaction would produce, and later cells of that hour merge with it as usual).
+        """
         errors: list[str | None] = []
         cells: list[tuple[bytes, bytes, bytes]] = []
         for point in points:
@@ -106,25 +123,35 @@ class PointWriter:
                 errors.append(None)
             except TsdbError as exc:
                 errors.append(exc.message)
-        self.store_cells(cells)
+        self.store_cells(cells, compact_rows)
         return errors
 
     def cell(self, point: DataPoint) -> tuple[bytes, bytes, bytes]:
         """``(row_key, qualifier, value)`` of one point (qualifier is the append column in
         append mode, and value then the append entry)."""
-        template = self.row_template(point.metric, point.tags)
-        base_time_s, qualifier, value = codec.point_cell(point.timestamp, point.value)
-        row = (template[: self._time_offset] + base_time_s.to_bytes(4, "big")
-               + template[self._time_offset + 4:])
-        if self.config["tsd.storage.enable_appends"]:
-            return row, codec.APPEND_QUALIFIER, qualifier + value
-        return row, qualifier, value
+        return self.cell_in_series(self.row_template(point.metric, point.tags),
+                                   point.timestamp, point.value)
 
-    def store_cells(self, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
+    def cell_in_series(self, template: bytes, timestamp: int,
+                       value: Value) -> tuple[bytes, bytes, bytes]:
+        """:meth:`cell` for a series whose :meth:`row_template` the caller already has."""
+        base_time_s, qualifier, value_bytes = codec.point_cell(timestamp, value)
+        row = self.row_for(template, base_time_s)
+        if self.appends:
+            return row, codec.APPEND_QUALIFIER, qualifier + value_bytes
+        return row, qualifier, value_bytes
+
+    def row_for(self, template: bytes, base_time_s: int) -> bytes:
+        """The row key of a series' hour row, from its template."""
+        return (template[: self._time_offset] + base_time_s.to_bytes(4, "big")
+                + template[self._time_offset + 4:])
+
+    def store_cells(self, cells: Sequence[tuple[bytes, bytes, bytes]],
+                    compact_rows: bool = False) -> None:
         if not cells:
             return
         table = self.tsdb.data_table()
-        if self.config["tsd.storage.enable_appends"]:
+        if self.appends:
             entries: dict[bytes, bytes] = {}
             for row, _, entry in cells:
                 entries[row] = entries.get(row, b"") + entry
@@ -133,8 +160,11 @@ class PointWriter:
             return
         rows: dict[bytes, dict[bytes, bytes]] = {}
         for row, qualifier, value in cells:
-            rows.setdefault(row, {})[b"t:" + qualifier] = value
-        table.put_many(rows.items())
+            rows.setdefault(row, {})[qualifier] = value
+        if compact_rows:
+            rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
+        table.put_many((row, {b"t:" + q: v for q, v in row_cells.items()})
+                       for row, row_cells in sorted(rows.items()))
 
     def row_template(self, metric: str, tags: Mapping[str, str]) -> bytes:
         """The series' row key with a zero base time (the salt does not depend on time)."""
@@ -169,3 +199,10 @@ class PointWriter:
         except NoSuchUniqueName:
             label = {"metrics": "metric", "tagk": "tagk", "tagv": "tagv"}[kind]
             raise BadRequestError(f"Unknown {label}") from None
+
+
+def _compacted(cells: dict[bytes, bytes]) -> dict[bytes, bytes]:
+    if len(cells) < 2:
+        return cells
+    compacted = codec.compact_cells(cells.items())
+    return dict([compacted]) if compacted else cells

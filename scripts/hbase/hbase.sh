@@ -51,8 +51,12 @@ fetch_jars() {
     echo "hbase: downloading jars into $LIB (first run only) ..."
     local started; started=$(now_s)
     rm -rf "$LIB"; mkdir -p "$LIB"
-    mvn -B -q -Dstyle.color=never -f "$HERE/pom.xml" -Dhbase.lib.dir="$LIB" dependency:copy-dependencies \
-        || die "maven could not resolve the HBase jars"
+    mkdir -p "$RUN"
+    if ! mvn -B -q -Dstyle.color=never -f "$HERE/pom.xml" -Dhbase.lib.dir="$LIB" \
+            dependency:copy-dependencies >"$RUN/maven.log" 2>&1; then
+        tail -n 30 "$RUN/maven.log" >&2
+        die "maven could not resolve the HBase jars (full log: $RUN/maven.log)"
+    fi
     echo "$want" >"$stamp"
     echo "hbase: jars ready in $(elapsed_since "$started")s ($(du -sh "$LIB" | cut -f1))"
 }
@@ -148,6 +152,8 @@ role_pid() {
 launch() {
     local role=$1 heap=$2; shift 2
     local -a opts; mapfile -t opts < <(jvm_opts "$role")
+    # keep the previous run's log: a slow or failed shutdown is diagnosed after the restart
+    [[ -f $LOGS/$role.out ]] && mv -f "$LOGS/$role.out" "$LOGS/$role.out.1"
     # setsid: own process group, so stop can signal the JVM without touching our caller.
     setsid "$JAVA" "-Xms128m" "-Xmx$heap" "${opts[@]}" -cp "$CONF:$LIB/*" "$@" \
         >"$LOGS/$role.out" 2>&1 </dev/null &
@@ -165,9 +171,20 @@ show_logs() {
     done
 }
 
+# Orderly cluster shutdown (Admin.shutdown(), as `hbase master stop` does): the master asks the
+# region server to flush and close its regions, then stops ZooKeeper. A bare SIGTERM runs the
+# master's and the RS's shutdown hooks in random order; when ZooKeeper goes first the RS spends
+# ~25 s in ZK retries.
+request_master_shutdown() {
+    local -a opts; mapfile -t opts < <(jvm_opts stop)
+    timeout "$STOP_TIMEOUT_S" "$JAVA" -Xmx256m "${opts[@]}" -cp "$CONF:$LIB/*" \
+        org.apache.hadoop.hbase.master.HMaster stop --shutDownCluster >"$LOGS/stop.out" 2>&1 || true
+}
+
 stop_role() {
     local role=$1 pid waited=0
     if ! pid=$(role_pid "$role"); then rm -f "$(pid_file "$role")"; return 0; fi
+    [[ $role == master ]] && request_master_shutdown
     kill -TERM "$pid" 2>/dev/null || true
     while kill -0 "$pid" 2>/dev/null && ((waited < STOP_TIMEOUT_S * 2)); do
         sleep 0.5; waited=$((waited + 1))

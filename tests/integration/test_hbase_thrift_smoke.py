@@ -29,8 +29,10 @@ def _address() -> tuple[str, int]:
     if not address:
         if os.environ.get("CI") == "true":
             pytest.fail("CI must run the HBase tests: TSD_TEST_HBASE is not set")
-        pytest.skip("needs a real HBase Thrift1 server: set TSD_TEST_HBASE=127.0.0.1:9090 "
-                    "after `scripts/hbase/hbase.sh start`")
+        pytest.skip(
+            "needs a real HBase Thrift1 server: set TSD_TEST_HBASE=127.0.0.1:9090 "
+            "after `scripts/hbase/hbase.sh start`"
+        )
     host, _, port = address.rpartition(":")
     return host or "127.0.0.1", int(port)
 
@@ -39,8 +41,9 @@ def _address() -> tuple[str, int]:
 def connection() -> Iterator[happybase.Connection]:
     host, port = _address()
     # A unique prefix keeps parallel runs and leftovers of crashed runs apart.
-    conn = happybase.Connection(host, port, timeout=CONNECT_TIMEOUT_MS,
-                                table_prefix=f"smoke{uuid.uuid4().hex[:8]}")
+    conn = happybase.Connection(
+        host, port, timeout=CONNECT_TIMEOUT_MS, table_prefix=f"smoke{uuid.uuid4().hex[:8]}"
+    )
     yield conn
     conn.close()
 
@@ -58,8 +61,9 @@ def key(request: pytest.FixtureRequest) -> bytes:
     return request.node.name.encode() + b"/"
 
 
-def test_create_table_with_families(connection: happybase.Connection,
-                                    table: happybase.Table) -> None:
+def test_create_table_with_families(
+    connection: happybase.Connection, table: happybase.Table
+) -> None:
     assert table.name in connection.client.getTableNames()
     families = table.families()
     assert set(families) == {b"id", b"name", b"t"}
@@ -99,10 +103,14 @@ def test_scan_ranges_prefix_batch_and_limit(table: happybase.Table, key: bytes) 
 
     # stop row is exclusive; order is unsigned-byte order (0x80 and 0xff sort last)
     assert rows(row_start=key + b"\x02", row_stop=key + b"\x80") == [
-        key + b"\x02", key + b"\x02\x00", key + b"\x03"]
+        key + b"\x02",
+        key + b"\x02\x00",
+        key + b"\x03",
+    ]
     assert rows(row_prefix=key + b"\x02") == [key + b"\x02", key + b"\x02\x00"]
-    assert rows(row_prefix=key) == [key + s for s in
-                                    [b"\x01", b"\x02", b"\x02\x00", b"\x03", b"\x80", b"\xff"]]
+    assert rows(row_prefix=key) == [
+        key + s for s in [b"\x01", b"\x02", b"\x02\x00", b"\x03", b"\x80", b"\xff"]
+    ]
     # batch_size (scanner caching) smaller than the result still returns every row
     assert len(rows(row_prefix=key, batch_size=2)) == 6
     assert rows(row_prefix=key, limit=2) == [key + b"\x01", key + b"\x02"]
@@ -113,8 +121,10 @@ def test_scan_ranges_prefix_batch_and_limit(table: happybase.Table, key: bytes) 
 def test_scan_key_only_and_first_key_only_filters(table: happybase.Table, key: bytes) -> None:
     _put_rows(table, key, [b"1", b"2"])
     key_only = dict(table.scan(row_prefix=key, filter=b"KeyOnlyFilter()"))
-    assert key_only == {key + b"1": {b"id:c": b"", b"t:a": b"", b"t:b": b""},
-                        key + b"2": {b"id:c": b"", b"t:a": b"", b"t:b": b""}}
+    assert key_only == {
+        key + b"1": {b"id:c": b"", b"t:a": b"", b"t:b": b""},
+        key + b"2": {b"id:c": b"", b"t:a": b"", b"t:b": b""},
+    }
     # the first cell of a row is the lowest family:qualifier, here id:c
     first = dict(table.scan(row_prefix=key, filter=b"FirstKeyOnlyFilter()"))
     assert first == {key + b"1": {b"id:c": b"3"}, key + b"2": {b"id:c": b"3"}}
@@ -150,21 +160,22 @@ def test_delete_row_and_columns(table: happybase.Table, key: bytes) -> None:
 
 def test_include_timestamp(table: happybase.Table, key: bytes) -> None:
     table.put(key + b"r", {b"t:a": b"1"}, timestamp=1_356_998_400_000)
-    assert table.row(key + b"r", include_timestamp=True) == {
-        b"t:a": (b"1", 1_356_998_400_000)}
+    assert table.row(key + b"r", include_timestamp=True) == {b"t:a": (b"1", 1_356_998_400_000)}
     scanned = list(table.scan(row_prefix=key, include_timestamp=True))
     assert scanned == [(key + b"r", {b"t:a": (b"1", 1_356_998_400_000)})]
 
 
-def _check_and_put(table: happybase.Table, row: bytes, expected: bytes | None,
-                   value: bytes) -> bool:
+def _check_and_put(
+    table: happybase.Table, row: bytes, expected: bytes | None, value: bytes
+) -> bool:
     """Hbase.thrift: checkAndPut(1:tableName, 2:row, 3:column, 5:value, 6:mput, 7:attributes).
 
     ``table.name`` already carries the connection's table prefix.
     """
     mutation = Mutation(column=b"id:metrics", value=value)
-    return bool(table.connection.client.checkAndPut(
-        table.name, row, b"id:metrics", expected, mutation, {}))
+    return bool(
+        table.connection.client.checkAndPut(table.name, row, b"id:metrics", expected, mutation, {})
+    )
 
 
 def test_check_and_put_must_not_exist(table: happybase.Table, key: bytes) -> None:
@@ -183,8 +194,7 @@ def test_check_and_put_expected_value(table: happybase.Table, key: bytes) -> Non
     assert table.row(row) == {b"id:metrics": b"new"}
 
 
-def test_check_and_put_absent_also_matches_empty_value(table: happybase.Table,
-                                                       key: bytes) -> None:
+def test_check_and_put_absent_also_matches_empty_value(table: happybase.Table, key: bytes) -> None:
     # Gotcha: HBase treats a null/empty expected value as "absent OR empty", so a cell that
     # holds b"" does not block a must-not-exist put; b"" as expected behaves like None.
     table.put(key + b"e1", {b"id:metrics": b""})

@@ -1,0 +1,96 @@
+"""Server metadata: ``/api/aggregators``, ``/api/config``, ``/api/config/filters``,
+``/api/version``, ``/api/serializers``, ``/api/stats`` and ``/api/dropcaches`` (``RpcManager``).
+"""
+
+from __future__ import annotations
+
+import getpass
+import platform
+import time
+from typing import Any
+
+from flask import Response, current_app, jsonify
+
+from app import __version__
+from app.api import bp, stats
+from app.engine.aggregators import AGGREGATORS
+from app.query.filters import config_filters
+
+#: The OpenTSDB API level pytsd implements, reported as ``version`` (clients compare it).
+API_VERSION = "2.4.1"
+STARTED_S = int(time.time())
+
+SERIALIZER_METHODS = {
+    "formatters": ["AggregatorsV1", "AnnotationV1", "AnnotationsV1", "ConfigV1", "DropCachesV1",
+                   "ErrorV1", "FilterConfigsV1", "LastPointQueryV1", "PutV1", "QueryV1",
+                   "SearchResultsV1", "SerializersV1", "StatsV1", "SuggestV1", "UidAssignV1",
+                   "UidMetaV1", "VersionV1"],
+    "parsers": ["AnnotationV1", "AnnotationBulkV1", "LastPointQueryV1", "PutV1", "QueryV1",
+                "SearchQueryV1", "SuggestV1", "UidAssignV1"],
+}
+
+
+@bp.route("/aggregators", methods=["GET", "POST"])
+def aggregators() -> Response:
+    """The registry the query parser checks names against, sorted (OpenTSDB: hash order)."""
+    return jsonify(sorted(AGGREGATORS))
+
+
+@bp.route("/config/filters", methods=["GET", "POST"])
+def filters() -> Response:
+    return jsonify(config_filters())
+
+
+@bp.route("/config", methods=["GET", "POST"])
+def config() -> Response:
+    """Effective settings as strings, sorted by key, secrets masked."""
+    return jsonify(current_app.config["TSD"].masked())
+
+
+@bp.route("/version", methods=["GET", "POST"])
+def version() -> Response:
+    body: dict[str, Any] = {
+        "version": API_VERSION,
+        "short_revision": f"pytsd-{__version__}",
+        "full_revision": f"pytsd-{__version__}",
+        "timestamp": str(STARTED_S),
+        "repo_status": "MINT",
+        "user": _user(),
+        "host": platform.node(),
+        "repo": "pytsd",
+        "branch": "",
+        "pytsd_version": __version__,
+    }
+    return jsonify(body)
+
+
+def _user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):  # no passwd entry (containers)
+        return ""
+
+
+@bp.route("/serializers", methods=["GET", "POST"])
+def serializers() -> Response:
+    return jsonify([{
+        "serializer": "json",
+        "class": "pytsd.api.JsonSerializer",
+        "version": __version__,
+        "request_content_type": "application/json",
+        "response_content_type": "application/json; charset=UTF-8",
+        **SERIALIZER_METHODS,
+    }])
+
+
+@bp.route("/stats", methods=["GET", "POST"])
+def stats_list() -> Response:
+    return jsonify(stats.collect(current_app.extensions["tsdb"]))
+
+
+@bp.route("/dropcaches", methods=["GET", "DELETE"])
+def dropcaches() -> Response:
+    """Empty this worker's UID caches (and the writer's row-key templates built from them)."""
+    current_app.extensions["tsdb"].drop_caches()
+    current_app.extensions.pop("tsdb.writer", None)
+    return jsonify({"message": "Caches dropped", "status": "200"})

@@ -1,0 +1,123 @@
+"""In-process counters for ``/api/stats``: requests, latencies, points, UID caches.
+
+Counters live in the worker process that served the request: with several gunicorn workers
+each answers ``/api/stats`` with its own figures (as each OpenTSDB TSD reports its own).
+Latency percentiles come from the most recent ``LATENCY_WINDOW`` requests.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import threading
+import time
+from collections import Counter, deque
+from typing import Any
+
+import numpy as np
+from flask import Response, g, request
+
+from app.api import bp
+from app.tsdb import TSDB
+
+LATENCY_WINDOW = 4096
+LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
+
+
+class Counters:
+    """Thread-safe counters of one process."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.started_s = time.time()
+        self.requests: Counter[tuple[str, int]] = Counter()
+        self.latencies_ms: deque[float] = deque(maxlen=LATENCY_WINDOW)
+        self.points_written = 0
+        self.points_read = 0
+
+    def record_request(self, endpoint: str, status: int, elapsed_ms: float) -> None:
+        with self._lock:
+            self.requests[(endpoint, status)] += 1
+            self.latencies_ms.append(elapsed_ms)
+
+    def add_points_written(self, count: int) -> None:
+        with self._lock:
+            self.points_written += count
+
+    def add_points_read(self, count: int) -> None:
+        with self._lock:
+            self.points_read += count
+
+    def snapshot(self) -> tuple[list[tuple[tuple[str, int], int]], list[float]]:
+        """Request counts (sorted) and recent latencies, copied under the lock."""
+        with self._lock:
+            return sorted(self.requests.items()), list(self.latencies_ms)
+
+
+COUNTERS = Counters()
+
+
+def record_points_written(count: int) -> None:
+    """Called by ``/api/put`` with the points it stored."""
+    COUNTERS.add_points_written(count)
+
+
+def record_points_read(count: int) -> None:
+    """Called by the read endpoints with the data points they decoded."""
+    COUNTERS.add_points_read(count)
+
+
+def _endpoint() -> str:
+    rule = request.url_rule
+    if rule is None:
+        return "unknown"
+    # /api/v1/x and /api/x are one endpoint.
+    return rule.rule.replace("/api/v1/", "/api/", 1)
+
+
+@bp.before_app_request
+def _start_timer() -> None:
+    g.tsd_started = time.perf_counter()
+
+
+@bp.after_app_request
+def _count_request(response: Response) -> Response:
+    started = g.get("tsd_started")
+    if started is not None:
+        COUNTERS.record_request(_endpoint(), response.status_code,
+                                (time.perf_counter() - started) * 1000)
+    return response
+
+
+def _point(metric: str, value: float | int, tags: dict[str, str], now_s: int,
+           host: str) -> dict[str, Any]:
+    text = str(int(value)) if float(value).is_integer() else f"{value:.3f}"
+    return {"metric": metric, "timestamp": now_s, "value": text, "tags": {**tags, "host": host}}
+
+
+def collect(tsdb: TSDB) -> list[dict[str, Any]]:
+    """OpenTSDB's ``/api/stats`` list: ``{"metric","timestamp","value","tags"}``, values as text."""
+    now_s, host = int(time.time()), socket.gethostname()
+    points: list[tuple[str, float | int, dict[str, str]]] = [
+        ("tsd.process.uptime_s", now_s - int(COUNTERS.started_s), {"pid": str(os.getpid())}),
+        ("tsd.rpc.received", sum(COUNTERS.requests.values()), {"type": "http"}),
+        ("tsd.datapoints.added", COUNTERS.points_written, {"type": "all"}),
+        ("tsd.datapoints.read", COUNTERS.points_read, {"type": "all"}),
+    ]
+    requests, recent = COUNTERS.snapshot()
+    latencies = np.array(recent, dtype=np.float64)
+    for (endpoint, status), count in requests:
+        points.append(("tsd.http.requests", count, {"endpoint": endpoint, "status": str(status)}))
+    if latencies.size:
+        for pct in LATENCY_PERCENTILES:
+            points.append((f"tsd.http.latency_{pct}pct", float(np.percentile(latencies, pct)),
+                           {"type": "all"}))
+    for kind, uids in tsdb.uids.items():
+        tags = {"kind": kind}
+        used = uids.max_id()
+        points += [("tsd.uid.cache-hit", uids.cache_hits, tags),
+                   ("tsd.uid.cache-miss", uids.cache_misses, tags),
+                   ("tsd.uid.cache-size", uids.cache_size, tags),
+                   ("tsd.uid.ids-used", used, tags),
+                   ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
+    return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]

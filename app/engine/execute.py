@@ -1,0 +1,168 @@
+"""Running one sub-query over its decoded series: OpenTSDB 2.4's ``TsdbQuery`` and ``SpanGroup``.
+
+Order of work (``AggregationIterator#create``): per series downsample, then rate; then group the
+series and merge each group. Everything runs over the *scan* window (hour-aligned and widened
+for downsampling, ``scan_bounds_ms``) so points just outside the query take part in
+interpolation, rates and buckets; only the output is cut to ``[start_ms, end_ms]`` (both ends
+inclusive, as ``HttpJsonSerializer`` does). A series with no point in the scan window takes no
+part at all (``SpanGroup#add``).
+
+Groups: one per distinct combination of the series' values for the group-by tag keys, ordered
+by those tagv UIDs (tagk-UID order); aggregator ``none`` gives one group per series in span
+order. ``tags`` keeps every key whose value never differs between the group's series (even one
+only some series have); ``aggregateTags`` lists keys whose values differ (``computeTags``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from app.engine.aggregators import AGGREGATORS
+from app.engine.downsample import FILL_POLICIES, Window, downsample
+from app.engine.flat import FlatSeries, flatten
+from app.engine.interpolate import merge
+from app.engine.model import GroupResult, Series
+from app.engine.rate import rate
+from app.query.ast import Downsample, SubQuery
+
+HOUR_S = 3600
+
+
+def scan_bounds_ms(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
+    """The window OpenTSDB scans and iterates over (``TsdbQuery#getScanStart/EndTimeSeconds``).
+
+    Start: aligned down to the downsample interval, then to the hour. End: one second past the
+    end (2.4 bumps every millisecond end by a second), then to the start of the next interval,
+    then up to the next hour; without downsampling always to the *next* hour boundary. The end
+    is exclusive: rows from it on are not scanned.
+    """
+    interval = spec.interval_ms if spec is not None and not spec.run_all else 0
+    start = start_ms // 1000
+    if interval > 0:
+        start -= ((1000 * start) % interval) // 1000
+    start = max(start - start % HOUR_S, 0)
+    end = end_ms // 1000 + 1
+    if interval > 0:
+        aligned = end + (interval - (1000 * end) % interval) // 1000
+        end = aligned if aligned % HOUR_S == 0 else aligned + HOUR_S - aligned % HOUR_S
+    else:
+        end += HOUR_S - end % HOUR_S
+    return start * 1000, end * 1000
+
+
+def count_points(series: Sequence[Series], start_ms: int, end_ms: int) -> int:
+    """Points with ``start_ms <= ts < end_ms`` over all series (for data-point limits)."""
+    return sum(int(np.count_nonzero((s.ts_ms >= start_ms) & (s.ts_ms < end_ms)))
+               for s in series)
+
+
+def _span_order(series: Sequence[Series]) -> list[Series]:
+    """Row-key order (salt, metric, tag UIDs); input order when no row key is known."""
+    if any(s.row_order for s in series):
+        return sorted(series, key=lambda s: s.row_order)
+    return list(series)
+
+
+def _ordered_tags(s: Series) -> list[tuple[str, str]]:
+    """The series' tags in tagk-UID order (row-key order when UIDs are unknown)."""
+    if s.tag_uids and all(k in s.tag_uids for k in s.tags):
+        return sorted(s.tags.items(), key=lambda kv: s.tag_uids[kv[0]][0])
+    return list(s.tags.items())
+
+
+def _group_key(s: Series, tagks: list[str]) -> bytes | None:
+    """Concatenated tagv UIDs of the group-by keys in tagk-UID order; None if one is missing."""
+    if any(k not in s.tags for k in tagks):
+        return None
+    if s.tag_uids and all(k in s.tag_uids for k in tagks):
+        ordered = sorted(tagks, key=lambda k: s.tag_uids[k][0])
+        return b"".join(s.tag_uids[k][1] for k in ordered)
+    return b"\x00".join(s.tags[k].encode() for k in sorted(tagks))
+
+
+def group_series(sub: SubQuery, series: Sequence[Series]) -> list[list[int]]:
+    """Indices of ``series`` (span order) per output group, in OpenTSDB's result order."""
+    if sub.aggregator == "none":
+        return [[i] for i in range(len(series))]
+    tagks = sorted({f.tagk for f in sub.filters if f.group_by})
+    if not tagks:
+        return [list(range(len(series)))] if series else []
+    groups: dict[bytes, list[int]] = {}
+    for i, s in enumerate(series):
+        key = _group_key(s, tagks)
+        if key is not None:  # OpenTSDB drops such a span ("WTF? Dropping span")
+            groups.setdefault(key, []).append(i)
+    return [groups[key] for key in sorted(groups)]
+
+
+def compute_tags(series: Sequence[Series]) -> tuple[dict[str, str], list[str]]:
+    """``SpanGroup#computeTags``: (tags, aggregateTags), both in tagk-UID order."""
+    tags: dict[str, str] = {}
+    discards: dict[str, None] = {}
+    rank: dict[str, bytes | str] = {}
+    for s in series:
+        for tagk, tagv in _ordered_tags(s):
+            rank.setdefault(tagk, s.tag_uids[tagk][0] if tagk in s.tag_uids else tagk)
+            if tagk in discards:
+                continue
+            if tagk not in tags:
+                tags[tagk] = tagv
+            elif tags[tagk] != tagv:
+                discards[tagk] = None
+                del tags[tagk]
+    def order(keys: list[str]) -> list[str]:
+        return sorted(keys, key=lambda k: (isinstance(rank[k], str), rank[k]))
+    return {k: tags[k] for k in order(list(tags))}, order(list(discards))
+
+
+def _pipeline(sub: SubQuery, flat: FlatSeries, window: Window) -> FlatSeries:
+    if sub.downsample is not None:
+        flat = downsample(flat, sub.downsample, window, sub.downsample.fill)
+    if sub.rate:
+        flat = rate(flat, sub.rate_options)
+    return flat
+
+
+def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms: int,
+                 end_ms: int, *, timezone: str = "UTC") -> list[GroupResult]:
+    """Downsample, rate and aggregate ``series`` (already filtered) into the response groups.
+
+    ``timezone`` is the query's (POST ``timezone``) for calendar downsampling; the validator
+    has already folded ``useCalendar`` into ``sub.downsample.calendar``.
+    """
+    agg = AGGREGATORS[sub.aggregator]
+    scan_start, scan_end = scan_bounds_ms(start_ms, end_ms, sub.downsample)
+    ordered = _span_order(series)
+    flat = flatten(ordered, scan_start, scan_end)
+    taking_part = np.flatnonzero(flat.lengths > 0)
+    if len(taking_part) < len(ordered):
+        ordered = [ordered[i] for i in taking_part]
+        flat = flat.take(taking_part)
+    window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
+    flat = _pipeline(sub, flat, window)
+    json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
+    results = []
+    for rows in group_series(sub, ordered):
+        members = [ordered[i] for i in rows]
+        group_flat = flat if len(rows) == flat.n_series else flat.take(rows)
+        merged = merge(group_flat, agg, rate=sub.rate, end_ms=scan_end)
+        inside = (merged.ts_ms >= start_ms) & (merged.ts_ms <= end_ms)
+        tags, aggregate_tags = compute_tags(members)
+        int_mask = merged.int_mask[inside]
+        results.append(GroupResult(
+            metric=metric,
+            tags=tags,
+            aggregate_tags=aggregate_tags,
+            tsuids=sorted(s.tsuid for s in members),
+            ts_ms=merged.ts_ms[inside],
+            values=merged.values[inside],
+            is_int=bool(len(int_mask)) and bool(int_mask.all()),
+            query_index=sub.index,
+            annotations=[note for s in members for note in s.annotations],
+            int_mask=int_mask,
+            long_values=merged.longs[inside],
+            json_null=json_null,
+        ))
+    return results

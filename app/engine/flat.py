@@ -1,0 +1,103 @@
+"""Many series in one set of flat arrays, so each pipeline stage is a handful of numpy calls.
+
+Series ``i`` owns the slice ``offsets[i]:offsets[i + 1]`` of every array. Within a series the
+timestamps are strictly ascending. ``longs`` carries the exact 64-bit value of integer points
+(OpenTSDB's long arithmetic needs it beyond 2**53); ``is_float`` marks points that are doubles.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.model import BoolArray, Float64Array, Int64Array, Series
+
+
+@dataclass
+class FlatSeries:
+    ts_ms: Int64Array
+    values: Float64Array
+    longs: Int64Array
+    is_float: BoolArray
+    offsets: Int64Array
+
+    @property
+    def n_series(self) -> int:
+        return len(self.offsets) - 1
+
+    @property
+    def lengths(self) -> Int64Array:
+        return np.diff(self.offsets)
+
+    def series_ids(self) -> Int64Array:
+        """The owning series of every point."""
+        return np.repeat(np.arange(self.n_series, dtype=np.int64), self.lengths)
+
+    def take(self, rows: Sequence[int] | Int64Array) -> FlatSeries:
+        """The sub-collection of the given series, in the given order."""
+        rows = np.asarray(rows, dtype=np.int64)
+        starts, lengths = self.offsets[rows], self.lengths[rows]
+        index = ranges_to_index(starts, lengths)
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        return FlatSeries(self.ts_ms[index], self.values[index], self.longs[index],
+                          self.is_float[index], offsets)
+
+    def with_mask(self, keep: BoolArray) -> FlatSeries:
+        """Drop the points where ``keep`` is False; every series stays (possibly empty)."""
+        kept_before = np.concatenate(([0], np.cumsum(keep))).astype(np.int64)
+        return FlatSeries(self.ts_ms[keep], self.values[keep], self.longs[keep],
+                          self.is_float[keep], kept_before[self.offsets])
+
+
+def ranges_to_index(starts: Int64Array, lengths: Int64Array) -> Int64Array:
+    """Concatenate ``arange(start, start + length)`` for every pair, without a Python loop."""
+    total = int(lengths.sum())
+    if total == 0:
+        return np.zeros(0, dtype=np.int64)
+    nonempty = lengths > 0
+    starts, lengths = starts[nonempty], lengths[nonempty]
+    steps = np.ones(total, dtype=np.int64)
+    heads = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+    steps[0] = starts[0]
+    steps[heads[1:]] = starts[1:] - (starts[:-1] + lengths[:-1] - 1)
+    return np.cumsum(steps)
+
+
+def _long_values(series: Series) -> Int64Array:
+    if series.long_values is not None:
+        return np.asarray(series.long_values, dtype=np.int64)
+    # Exact for |v| < 2**53, which is every value a double can hold without loss.
+    return np.where(series.is_int, series.values, 0.0).astype(np.int64)
+
+
+def _inside(series: Sequence[Series], start_ms: int, end_ms: int) -> bool:
+    """Every point of every series lies in ``[start_ms, end_ms)`` (checked on the ends only)."""
+    return all(len(s.ts_ms) == 0 or (s.ts_ms[0] >= start_ms and s.ts_ms[-1] < end_ms)
+               for s in series)
+
+
+def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
+    """Concatenate ``series``, keeping only points with ``start_ms <= ts < end_ms``."""
+    lengths = np.array([len(s.ts_ms) for s in series], dtype=np.int64)
+    total = int(lengths.sum())
+    offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    if total == 0:
+        return FlatSeries(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64),
+                          np.zeros(0, dtype=bool), offsets)
+    is_int = np.concatenate([np.asarray(s.is_int, dtype=bool) for s in series])
+    if is_int.any():
+        longs = np.concatenate([_long_values(s) for s in series])
+    else:
+        longs = np.zeros(total, dtype=np.int64)
+    flat = FlatSeries(
+        ts_ms=np.concatenate([np.asarray(s.ts_ms, dtype=np.int64) for s in series]),
+        values=np.concatenate([np.asarray(s.values, dtype=np.float64) for s in series]),
+        longs=longs,
+        is_float=~is_int,
+        offsets=offsets,
+    )
+    if _inside(series, start_ms, end_ms):
+        return flat
+    return flat.with_mask((flat.ts_ms >= start_ms) & (flat.ts_ms < end_ms))

@@ -1,0 +1,77 @@
+"""Running a whole query: read each sub-query's series, hand them to the engine, time it."""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.engine.execute import run_subquery
+from app.engine.model import GroupResult
+from app.errors import QueryLimitError, QueryTimeoutError
+from app.query.ast import Query, SubQuery
+from app.query.validate import describe_query
+from app.tsdb import TSDB
+from app.tsdb.reader import SeriesReader
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class QueryOutcome:
+    results: list[GroupResult]
+    global_annotations: list[dict[str, Any]] = field(default_factory=list)
+    stats: dict[int, dict[str, Any]] = field(default_factory=dict)
+    summary: dict[str, Any] = field(default_factory=dict)
+
+
+def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
+    """Execute every sub-query in order; enforce the point limit and the timeout."""
+    started = time.perf_counter()
+    timeout_ms = tsdb.config["tsd.query.timeout"]
+    outcome = QueryOutcome(results=[])
+    try:
+        for sub in query.queries:
+            outcome.results += _run_sub(tsdb, query, sub, outcome)
+            elapsed_ms = (time.perf_counter() - started) * 1000
+            if timeout_ms and elapsed_ms > timeout_ms:
+                raise QueryTimeoutError(f"Query timeout exceeded after {elapsed_ms:.0f} ms "
+                                        f"(tsd.query.timeout={timeout_ms})")
+    except (QueryLimitError, QueryTimeoutError) as exc:
+        log.warning("%s: %s", exc.message, describe_query(query))
+        exc.details = exc.details or describe_query(query)
+        raise
+    if query.global_annotations and not query.no_annotations:
+        from app.tsdb.annotations import global_annotations
+
+        outcome.global_annotations = global_annotations(tsdb, query.start_ms, query.end_ms)
+    total_ms = (time.perf_counter() - started) * 1000
+    outcome.summary = {"processingTimeMs": round(total_ms, 3),
+                       "emittedDPs": int(sum(r.ts_ms.size for r in outcome.results)),
+                       "queryCount": len(query.queries)}
+    return outcome
+
+
+def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery,
+             outcome: QueryOutcome) -> list[GroupResult]:
+    started = time.perf_counter()
+    reader = SeriesReader(tsdb, tsdb.config["tsd.query.limits.data_points.default"])
+    series = reader.read(sub, query.start_ms, query.end_ms)
+    read_ms = (time.perf_counter() - started) * 1000
+    metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
+    results = run_subquery(sub, metric, series, query.start_ms, query.end_ms)
+    outcome.stats[sub.index] = {
+        "queryIndex": sub.index, "rowsScanned": reader.stats.rows,
+        "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,
+        "storageTimeMs": round(read_ms, 3),
+        "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
+    return results
+
+
+def _metric_of(tsdb: TSDB, tsuid_hex: str) -> str:
+    """A tsuid sub-query's metric name, from the first series' metric UID."""
+    if not tsuid_hex:
+        return ""
+    width = tsdb.layout.metric_width
+    return tsdb.metrics.get_name(bytes.fromhex(tsuid_hex)[:width])

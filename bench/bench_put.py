@@ -1,0 +1,78 @@
+"""Write throughput: /api/put in batches of 50 through a real gunicorn, and `pytsd import`.
+
+Prints points/s for each path. Data: 100 series of 10-second points.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import requests
+from common import ROOT, gunicorn_server, temp_storage_url
+
+PUT_POINTS = 100_000
+IMPORT_POINTS = 1_000_000
+BATCH = 50
+T0 = 1_700_000_000
+
+
+def point(i: int) -> dict[str, object]:
+    series, step = i % 100, i // 100
+    return {"metric": "bench.put", "timestamp": T0 + 10 * step, "value": i % 1000,
+            "tags": {"host": f"web{series:03d}", "dc": "lga"}}
+
+
+def bench_http_put() -> None:
+    env = {"TSD_STORAGE": temp_storage_url(), "TSD_CORE_AUTO_CREATE_METRICS": "true"}
+    subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env={**os.environ, **env},
+                   cwd=ROOT, check=True, capture_output=True)
+    bodies = [json.dumps([point(i) for i in range(start, start + BATCH)])
+              for start in range(0, PUT_POINTS, BATCH)]
+    with gunicorn_server(env, workers=2) as url:
+        session = requests.Session()
+        assert session.post(url + "/api/put", data=bodies[0]).status_code == 204
+
+        def send(chunk: list[str]) -> None:
+            with requests.Session() as s:
+                for body in chunk:
+                    response = s.post(url + "/api/put", data=body)
+                    assert response.status_code == 204, response.text
+
+        started = time.perf_counter()
+        clients = 4
+        with ThreadPoolExecutor(clients) as pool:
+            list(pool.map(send, [bodies[1:][i::clients] for i in range(clients)]))
+        elapsed = time.perf_counter() - started
+    sent = PUT_POINTS - BATCH
+    print(f"/api/put, batches of {BATCH}, 4 clients, gunicorn 2 workers, embedded store: "
+          f"{sent / elapsed:,.0f} points/s ({sent} points in {elapsed:.2f}s)")
+
+
+def bench_import() -> None:
+    path = os.path.join(tempfile.mkdtemp(prefix="pytsd-bench-"), "points.txt.gz")
+    with gzip.open(path, "wt") as out:
+        for i in range(IMPORT_POINTS):
+            series, step = i % 100, i // 100
+            out.write(f"bench.import {T0 + 10 * step} {i % 1000} host=web{series:03d} dc=lga\n")
+    env = {**os.environ, "TSD_STORAGE": temp_storage_url()}
+    subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env=env, cwd=ROOT,
+                   check=True, capture_output=True)
+    started = time.perf_counter()
+    done = subprocess.run([sys.executable, "-m", "app.cli", "import", "--auto-metric",
+                           "--no-progress", path], env=env, cwd=ROOT, check=True,
+                          capture_output=True, text=True)
+    elapsed = time.perf_counter() - started
+    print(f"pytsd import (gzip, {IMPORT_POINTS:,} points, whole process): "
+          f"{IMPORT_POINTS / elapsed:,.0f} points/s; it reported: {done.stdout.strip()}")
+
+
+if __name__ == "__main__":
+    bench_http_put()
+    bench_import()

@@ -1,0 +1,64 @@
+"""Helpers shared by the benchmarks: a temp store, a gunicorn server, percentiles, memory."""
+
+from __future__ import annotations
+
+import os
+import resource
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+import requests
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def temp_storage_url(name: str = "bench.db") -> str:
+    return f"sqlite:///{tempfile.mkdtemp(prefix='pytsd-bench-')}/{name}"
+
+
+@contextmanager
+def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
+    """Run ``gunicorn wsgi:application`` on a free loopback port; yield its base URL."""
+    port = free_port()
+    process = subprocess.Popen(
+        [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", f"127.0.0.1:{port}",
+         "--workers", str(workers), "--log-level", "warning"],
+        cwd=ROOT, env={**os.environ, **env})
+    url = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                requests.get(url + "/api/version", timeout=1)
+                break
+            except requests.ConnectionError:
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def percentiles_ms(samples_s: list[float]) -> str:
+    ms = np.array(samples_s) * 1000
+    return (f"p50 {np.percentile(ms, 50):.2f} ms, p95 {np.percentile(ms, 95):.2f} ms, "
+            f"max {ms.max():.2f} ms")
+
+
+def peak_rss_mb() -> float:
+    """Peak resident memory of this process, in MiB (Linux reports KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
