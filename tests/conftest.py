@@ -43,6 +43,48 @@ def hbase_address() -> str | None:
     return address
 
 
+class HBaseTableSets:
+    """Table prefixes reused across tests. Creating and dropping OpenTSDB's four tables on
+    HBase costs ~5 s per test; clearing the rows of a recycled set costs ~30 ms."""
+
+    def __init__(self) -> None:
+        self.free: list[str] = []
+        self.known: set[str] = set()
+
+    def acquire(self) -> str:
+        prefix = self.free.pop() if self.free else f"t{uuid.uuid4().hex[:10]}_"
+        self.known.add(prefix)
+        return prefix
+
+    def release(self, prefix: str) -> None:
+        if prefix in self.known and prefix not in self.free:
+            self.free.append(prefix)
+
+    def drop_all(self) -> None:
+        """At the end of the session: drop every table this session created."""
+        address = os.environ.get("TSD_TEST_HBASE")
+        if not self.known or not address:
+            return
+        from app.storage.hbase import HBaseStore
+
+        host, _, port = address.rpartition(":")
+        for prefix in sorted(self.known):
+            store = HBaseStore(host, int(port), prefix)
+            store.drop_tables()
+            store.close()
+        self.known.clear()
+        self.free.clear()
+
+
+HBASE_TABLE_SETS = HBaseTableSets()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _drop_hbase_tables_at_exit() -> Iterator[None]:
+    yield
+    HBASE_TABLE_SETS.drop_all()
+
+
 def backend_config(backend: str, tmp_path: Path, extra: dict[str, Any] | None = None
                    ) -> dict[str, Any]:
     """Settings for a fresh, empty store of ``backend``."""
@@ -51,7 +93,7 @@ def backend_config(backend: str, tmp_path: Path, extra: dict[str, Any] | None = 
         if not address:
             pytest.skip("HBase tests need TSD_TEST_HBASE=host:port (run `make hbase-up`)")
         config = {"tsd.storage": f"hbase://{address}",
-                  "tsd.storage.hbase.table_prefix": f"t{uuid.uuid4().hex[:10]}_"}
+                  "tsd.storage.hbase.table_prefix": HBASE_TABLE_SETS.acquire()}
     else:
         config = {"tsd.storage": f"sqlite:///{tmp_path / 'tsdb.db'}"}
     return {**config, **(extra or {})}
@@ -64,8 +106,14 @@ def make_tsdb(config: dict[str, Any]) -> TSDB:
 
 
 def drop_tables(tsdb: TSDB) -> None:
+    """Empty a recycled HBase table set (or drop other HBase tables) after a test."""
+    prefix = tsdb.config.get("tsd.storage.hbase.table_prefix")
+    clear = getattr(tsdb.store, "clear_tables", None)
     drop = getattr(tsdb.store, "drop_tables", None)
-    if drop is not None:
+    if clear is not None and prefix in HBASE_TABLE_SETS.known:
+        clear()
+        HBASE_TABLE_SETS.release(prefix)
+    elif drop is not None:
         drop()
     tsdb.close()
 

@@ -10,4 +10,16 @@ from flask import Blueprint
 bp = Blueprint("api", __name__)
 
 # Endpoint modules register their routes on ``bp`` when imported.
-from app.api import annotation, errors, put, query  # noqa: E402,F401
+from app.api import (  # noqa: E402,F401
+    annotation,
+    cors,
+    errors,
+    last,
+    meta,
+    put,
+    query,
+    search,
+    stats,
+    suggest,
+    uid,
+)

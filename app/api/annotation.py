@@ -14,10 +14,11 @@ our ``/api/annotation/list``.
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
-from flask import Response, current_app, jsonify, request
+from flask import Response, current_app, request
 
 import app.tsdb.annotations as store
 from app.api import bp
@@ -37,6 +38,12 @@ MAX_LIST_LIMIT = 100_000
 def get_tsdb() -> TSDB:
     tsdb: TSDB = current_app.extensions["tsdb"]
     return tsdb
+
+
+def json_response(body: Any) -> Response:
+    """Compact JSON as OpenTSDB's serializer writes it (no trailing newline, raw UTF-8)."""
+    text = json.dumps(body, ensure_ascii=False, separators=(",", ":"))
+    return Response(text, mimetype="application/json; charset=UTF-8")
 
 
 def now_ms() -> int:
@@ -113,14 +120,14 @@ def single(method: str) -> Response:
         found = store.get_note(tsdb, note.tsuid, note.start_time)
         if found is None:
             raise NotFoundError("Unable to locate annotation in storage")
-        return jsonify(found.api_json())
+        return json_response(found.api_json())
     if method == "DELETE":
         store.delete_note(tsdb, note.tsuid, note.start_time)
         return Response(status=204)
     store.cell_of(tsdb, note.tsuid, note.start_time)  # 400s before the 304 check
     if not note_request.changed:
         return Response(status=304)
-    return jsonify(store.sync_note(tsdb, note_request, overwrite=method == "PUT").api_json())
+    return json_response(store.sync_note(tsdb, note_request, overwrite=method == "PUT").api_json())
 
 
 @bp.route("/annotation", methods=METHODS)
@@ -139,7 +146,7 @@ def global_annotations() -> Response:
     end_ms = parse_when(request.args.get("end_time"))
     end_ms = now_ms() if end_ms < 1 else end_ms
     notes = store.global_notes(get_tsdb(), start_ms, end_ms)
-    return jsonify([note.api_json() for note in notes])
+    return json_response([note.api_json() for note in notes])
 
 
 # --- bulk ------------------------------------------------------------------------------------
@@ -181,7 +188,7 @@ def bulk_update(overwrite: bool) -> Response:
                                   f"{note.start_time}  Description: {note.description}")
         store.cell_of(tsdb, note.tsuid, note.start_time)
     synced = [store.sync_note(tsdb, r, overwrite) for r in requests if r.changed]
-    return jsonify([note.api_json() for note in synced])
+    return json_response([note.api_json() for note in synced])
 
 
 def _bulk_delete_settings() -> tuple[str, str, list[str] | None, bool]:
@@ -224,8 +231,8 @@ def bulk_delete() -> Response:
     total = store.delete_range(tsdb, None, start_ms, end_ms) if is_global else 0
     for tsuid in wanted:
         total += store.delete_range(tsdb, tsuid, start_ms, end_ms)
-    return jsonify({"startTime": start_ms, "endTime": end_ms, "tsuids": tsuids,
-                    "global": is_global, "totalDeleted": total})
+    return json_response({"startTime": start_ms, "endTime": end_ms, "tsuids": tsuids,
+                          "global": is_global, "totalDeleted": total})
 
 
 # --- our listing -----------------------------------------------------------------------------
@@ -283,6 +290,6 @@ def annotation_list() -> Response:
         notes = [note for note in notes if note.matches_text(text)]
     kept = notes[:limit]
     store.describe_series(tsdb, kept)
-    return jsonify({"start": start_ms, "end": end_ms, "total": len(notes),
-                    "truncated": len(notes) > limit,
-                    "annotations": [note.listing_json() for note in kept]})
+    return json_response({"start": start_ms, "end": end_ms, "total": len(notes),
+                          "truncated": len(notes) > limit,
+                          "annotations": [note.listing_json() for note in kept]})

@@ -55,7 +55,7 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(TsdbError)
     def handle_tsdb_error(exc: TsdbError) -> Response:
-        if exc.code >= 500:
+        if exc.code >= 500 and exc.code != 501:  # 501: a known gap, not a failure
             log.error("%s %s failed: %s", request.method, request.path, exc.message,
                       exc_info=exc)
         return error_response(exc.code, exc.message, exc.details, exc)

@@ -8,6 +8,7 @@ from flask import Response, current_app, jsonify
 
 from app.api import bp
 from app.api.body import has_param, json_body
+from app.api.stats import record_points_written
 from app.errors import BadRequestError, TsdbError
 from app.tsdb.writer import DataPoint, PointWriter, parse_point
 
@@ -38,6 +39,7 @@ def put() -> Response:
     valid = [p for p in points if p is not None]
     write_errors = iter(get_writer().write(valid))
     errors = [next(write_errors) if p is not None else e for p, e in zip(points, errors)]
+    record_points_written(sum(1 for p, e in zip(points, errors) if p is not None and e is None))
     return _respond(raw_points, errors)
 
 

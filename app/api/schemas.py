@@ -227,4 +227,8 @@ def query_from_json(body: object, now_ms: int, tz: str = "UTC", *,
     draft = Query(start_ms=0, end_ms=0, queries=subs, start_text=raw["start"] or "",
                   end_text=raw["end"] or None, timezone=raw["timezone"] or "", arrays=arrays)
     flags: dict[str, Any] = {field: bool(raw[name]) for name, field in _FLAGS.items()}
+    # Grafana's server-side client (12.4+) never asks for global annotations, so a JSON body
+    # that does not mention the key gets them; `false` still turns them off
+    # (docs/query-differences.md).
+    flags["global_annotations"] = raw["globalAnnotations"] is not False
     return validate_query(replace(draft, **flags), now_ms, tz)

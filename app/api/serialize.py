@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from app.engine.model import Float64Array, GroupResult, Int64Array
+from app.engine.model import BoolArray, Float64Array, GroupResult, Int64Array
 from app.query.ast import Query, RateOptions, SubQuery
 
 _SECOND_MASK = 0xFFFFFFFF00000000
@@ -82,10 +82,21 @@ def _sci_from_positional(text: str) -> str:
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{len(whole) - 1}"
 
 
-def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool) -> list[str]:
+def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool,
+                   int_mask: BoolArray | None = None,
+                   long_values: Int64Array | None = None) -> list[str]:
+    """Each value's JSON text; ``int_mask`` (per point) overrides ``is_int`` (per series)."""
+    if int_mask is not None and int_mask.size and int_mask.any() and not int_mask.all():
+        texts = _format_values(values, False, null_for_nan)
+        ints = _int_texts(values, long_values)
+        for i in np.flatnonzero(int_mask).tolist():
+            texts[i] = ints[i]
+        return texts
+    if int_mask is not None and int_mask.size:
+        is_int = bool(int_mask.all())
     nan_mask = np.isnan(values)
     if is_int:
-        texts = list(map(str, np.where(nan_mask, 0, values).astype(np.int64).tolist()))
+        texts = _int_texts(values, long_values)
     else:
         texts = list(map(float.__repr__, values.tolist()))
         magnitude = np.abs(values)
@@ -106,6 +117,13 @@ def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool) -> li
     return texts
 
 
+def _int_texts(values: Float64Array, long_values: Int64Array | None) -> list[str]:
+    """Integers as Java longs print them; exact 64-bit values when the engine kept them."""
+    if long_values is None:
+        long_values = np.where(np.isnan(values), 0, values).astype(np.int64)
+    return list(map(str, long_values.tolist()))
+
+
 def _interleave(keys: list[str], texts: list[str], first: str, middle: str, between: str,
                 last: str) -> str:
     """``first k0 middle v0 between k1 middle v1 ... last`` with one C-level join."""
@@ -121,19 +139,22 @@ def _interleave(keys: list[str], texts: list[str], first: str, middle: str, betw
 
 def render_dps(ts_ms: Int64Array, values: Float64Array, is_int: bool, *, start_ms: int,
                end_ms: int, ms_resolution: bool = False, arrays: bool = False,
-               null_for_nan: bool = False) -> str:
+               null_for_nan: bool = False, int_mask: BoolArray | None = None,
+               long_values: Int64Array | None = None) -> str:
     """The ``dps`` JSON text for one series."""
     ts_ms = np.asarray(ts_ms, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
     keep = (ts_ms >= start_ms) & (ts_ms <= end_ms)
     if not keep.all():
         ts_ms, values = ts_ms[keep], values[keep]
+        int_mask = int_mask[keep] if int_mask is not None else None
+        long_values = long_values[keep] if long_values is not None else None
     if ms_resolution:
         stamps = ts_ms
     else:  # Java's long division truncates toward zero
         stamps = np.where(ts_ms < 0, -(-ts_ms // 1000), ts_ms // 1000)
     keys = list(map(str, stamps.tolist()))
-    texts = _format_values(values, is_int, null_for_nan)
+    texts = _format_values(values, is_int, null_for_nan, int_mask, long_values)
     if not keys:
         return "[]" if arrays else "{}"
     if arrays:
@@ -231,7 +252,8 @@ def serialize_results(query: Query, results: list[GroupResult], *,
         series["dps"] = RawJson(render_dps(
             result.ts_ms, result.values, result.is_int, start_ms=query.start_ms,
             end_ms=query.end_ms, ms_resolution=query.ms_resolution, arrays=query.arrays,
-            null_for_nan=null_for_nan))
+            null_for_nan=null_for_nan or result.json_null, int_mask=result.int_mask,
+            long_values=result.long_values))
         if query.show_stats and stats is not None and result.query_index in stats:
             series["stats"] = dict(stats[result.query_index])
         output.append(series)

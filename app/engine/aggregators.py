@@ -99,18 +99,21 @@ def _pick(values: np.ndarray, rows: Int64Array) -> np.ndarray:
 def _in_row_order(ufunc: np.ufunc, values: np.ndarray) -> np.ndarray:
     """Reduce down the rows strictly in row order, like Java's loop.
 
-    numpy adds whole rows one after another when reducing axis 0 of a C-contiguous array, but
-    uses pairwise summation along a contiguous axis (a transposed view), which changes the last
-    bits of a sum. Few rows: an explicit loop over row views (no copy); many: a C-order copy.
+    numpy's axis-0 reduce of a C-contiguous array with several columns adds whole rows one
+    after another, but along a contiguous axis (one column, a transposed view) it switches to
+    pairwise summation, which changes the last bits. A loop over row views, or ``accumulate``
+    (sequential by definition), covers those layouts.
     """
-    if values.flags.c_contiguous:
+    if values.shape[0] == 0:
         return ufunc.reduce(values, axis=0)
-    if values.shape[0] > 32:
-        return ufunc.reduce(np.ascontiguousarray(values), axis=0)
-    out = np.array(values[0], copy=True)
-    for row in values[1:]:
-        ufunc(out, row, out=out)
-    return out
+    if values.flags.c_contiguous and values.ndim == 2 and values.shape[1] >= 2:
+        return ufunc.reduce(values, axis=0)
+    if values.shape[0] <= 16:  # a few rows (points per bucket): add row views, no copy
+        out = np.array(values[0], copy=True)
+        for row in values[1:]:
+            ufunc(out, row, out=out)
+        return out
+    return ufunc.accumulate(values, axis=0)[-1]
 
 
 def _seq_sum(values: np.ndarray) -> np.ndarray:

@@ -22,7 +22,7 @@ import numpy as np
 from app.engine.aggregators import AGGREGATORS
 from app.engine.downsample import FILL_POLICIES, Window, downsample
 from app.engine.flat import FlatSeries, flatten
-from app.engine.interpolate import merge
+from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
 from app.query.ast import Downsample, SubQuery
@@ -112,6 +112,7 @@ def compute_tags(series: Sequence[Series]) -> tuple[dict[str, str], list[str]]:
             elif tags[tagk] != tagv:
                 discards[tagk] = None
                 del tags[tagk]
+
     def order(keys: list[str]) -> list[str]:
         return sorted(keys, key=lambda k: (isinstance(rank[k], str), rank[k]))
     return {k: tags[k] for k in order(list(tags))}, order(list(discards))
@@ -132,7 +133,6 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     ``timezone`` is the query's (POST ``timezone``) for calendar downsampling; the validator
     has already folded ``useCalendar`` into ``sub.downsample.calendar``.
     """
-    agg = AGGREGATORS[sub.aggregator]
     scan_start, scan_end = scan_bounds_ms(start_ms, end_ms, sub.downsample)
     ordered = _span_order(series)
     flat = flatten(ordered, scan_start, scan_end)
@@ -143,26 +143,57 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
     flat = _pipeline(sub, flat, window)
     json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
+    groups = group_series(sub, ordered)
+    singles = _merge_singles(sub, flat, groups, scan_end)
     results = []
-    for rows in group_series(sub, ordered):
+    for rows in groups:
+        if len(rows) == 1:
+            merged = singles[rows[0]]
+        else:
+            group_flat = flat if len(rows) == flat.n_series else flat.take(rows)
+            merged = merge(group_flat, AGGREGATORS[sub.aggregator], rate=sub.rate,
+                           end_ms=scan_end)
         members = [ordered[i] for i in rows]
-        group_flat = flat if len(rows) == flat.n_series else flat.take(rows)
-        merged = merge(group_flat, agg, rate=sub.rate, end_ms=scan_end)
-        inside = (merged.ts_ms >= start_ms) & (merged.ts_ms <= end_ms)
-        tags, aggregate_tags = compute_tags(members)
-        int_mask = merged.int_mask[inside]
-        results.append(GroupResult(
-            metric=metric,
-            tags=tags,
-            aggregate_tags=aggregate_tags,
-            tsuids=sorted(s.tsuid for s in members),
-            ts_ms=merged.ts_ms[inside],
-            values=merged.values[inside],
-            is_int=bool(len(int_mask)) and bool(int_mask.all()),
-            query_index=sub.index,
-            annotations=[note for s in members for note in s.annotations],
-            int_mask=int_mask,
-            long_values=merged.longs[inside],
-            json_null=json_null,
-        ))
+        results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null))
     return results
+
+
+def _merge_singles(sub: SubQuery, flat: FlatSeries, groups: list[list[int]],
+                   scan_end: int) -> dict[int, Merged]:
+    """Merge every group of one series in a single vectorised pass."""
+    rows = [g[0] for g in groups if len(g) == 1]
+    if not rows:
+        return {}
+    part = flat if len(rows) == flat.n_series else flat.take(rows)
+    merged, offsets = merge_each(part, AGGREGATORS[sub.aggregator], rate=sub.rate,
+                                 end_ms=scan_end)
+    out = {}
+    for k, row in enumerate(rows):
+        piece = slice(int(offsets[k]), int(offsets[k + 1]))
+        out[row] = Merged(merged.ts_ms[piece], merged.values[piece], merged.int_mask[piece],
+                          merged.longs[piece])
+    return out
+
+
+def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged, start_ms: int,
+            end_ms: int, json_null: bool) -> GroupResult:
+    # The serializer's filter: start <= ts <= end, both inclusive.
+    lo = int(np.searchsorted(merged.ts_ms, start_ms, side="left"))
+    hi = int(np.searchsorted(merged.ts_ms, end_ms, side="right"))
+    inside = slice(lo, hi)
+    tags, aggregate_tags = compute_tags(members)
+    int_mask = merged.int_mask[inside]
+    return GroupResult(
+        metric=metric,
+        tags=tags,
+        aggregate_tags=aggregate_tags,
+        tsuids=sorted(s.tsuid for s in members),
+        ts_ms=merged.ts_ms[inside],
+        values=merged.values[inside],
+        is_int=bool(len(int_mask)) and bool(int_mask.all()),
+        query_index=sub.index,
+        annotations=[note for s in members for note in s.annotations],
+        int_mask=int_mask,
+        long_values=merged.longs[inside],
+        json_null=json_null,
+    )

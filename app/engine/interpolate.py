@@ -34,7 +34,7 @@ from app.engine.flat import FlatSeries, ranges_to_index
 from app.engine.model import BoolArray, Float64Array, Int64Array
 from app.errors import TsdbError
 
-CELLS_PER_BLOCK = 1 << 21
+CELLS_PER_BLOCK = 1 << 19
 
 
 @dataclass
@@ -62,22 +62,50 @@ def _empty() -> Merged:
 
 def merge(flat: FlatSeries, agg: Aggregator, *, rate: bool, end_ms: int) -> Merged:
     """Aggregate all series of ``flat`` (already in span order) into one."""
-    lengths = flat.lengths
-    rows = np.flatnonzero(lengths >= (2 if rate else 1))
+    rows = np.flatnonzero(flat.lengths >= (2 if rate else 1))
     if len(rows) == 0:
         return _empty()
     if len(rows) < flat.n_series:
         flat = flat.take(rows)
-    emit = flat.ts_ms <= end_ms
-    if rate:
-        emit[flat.offsets[:-1]] = False
-    union = np.unique(flat.ts_ms[emit])
+    aligned = _aligned(flat, rate, end_ms)
+    if aligned is not None:
+        union, blocks = aligned
+    else:
+        emit = flat.ts_ms <= end_ms
+        if rate:
+            emit[flat.offsets[:-1]] = False
+        union = _union(flat.ts_ms[emit])
+        blocks = list(_general_blocks(flat, union, agg.interpolation, rate))
     if len(union) == 0:
         return _empty()
-    blocks = _aligned(flat, rate, len(union))
-    if blocks is None:
-        blocks = list(_general_blocks(flat, union, agg.interpolation, rate))
     return _reduce(union, blocks, agg, rate)
+
+
+def merge_each(flat: FlatSeries, agg: Aggregator, *, rate: bool,
+               end_ms: int) -> tuple[Merged, Int64Array]:
+    """``merge`` of every series on its own (groups of one, and ``none``), in one pass.
+
+    Returns the results concatenated, with offsets as in ``FlatSeries``.
+    """
+    emit = flat.ts_ms <= end_ms
+    if rate:
+        emit[flat.offsets[:-1][flat.lengths > 0]] = False
+    ints = np.zeros(len(flat.ts_ms), dtype=bool)
+    if not rate:
+        # isInteger: this point and the series' next one (if any) are integers.
+        next_float = np.r_[flat.is_float[1:], False]
+        next_float[flat.offsets[1:][flat.lengths > 0] - 1] = False
+        ints = ~flat.is_float & ~next_float
+    doubles = agg.run_double(flat.values[None, :], None)
+    exact = np.zeros(len(doubles), dtype=np.int64)
+    if ints.any():
+        exact = np.where(ints, agg.run_long(flat.longs[None, :], None), 0)
+    if np.isinf(doubles[emit & ~ints]).any():
+        raise TsdbError(f"Got Infinity: aggregating with {agg.name} overflowed a double")
+    values = np.where(ints, exact.astype(np.float64), doubles)
+    kept_before = np.concatenate(([0], np.cumsum(emit))).astype(np.int64)
+    merged = Merged(flat.ts_ms[emit], values[emit], ints[emit], exact[emit])
+    return merged, kept_before[flat.offsets]
 
 
 def _reduce(union: Int64Array, blocks: list[_Block], agg: Aggregator, rate: bool) -> Merged:
@@ -98,32 +126,59 @@ def _reduce(union: Int64Array, blocks: list[_Block], agg: Aggregator, rate: bool
     return Merged(union, np.concatenate(values), np.concatenate(int_mask), np.concatenate(longs))
 
 
-def _aligned(flat: FlatSeries, rate: bool, n_union: int) -> list[_Block] | None:
+def _aligned(flat: FlatSeries, rate: bool, end_ms: int) -> tuple[Int64Array, list[_Block]] | None:
     """Fast path: every series has the very same timestamps, so nothing is interpolated."""
     n_rows, width = flat.n_series, int(flat.lengths[0])
     if not bool((flat.lengths == width).all()):
         return None
     ts = flat.ts_ms.reshape(n_rows, width)
-    if not bool((ts == ts[0]).all()):
+    if n_rows > 1 and not bool((ts[1:] == ts[0]).all()):
         return None
     first = 1 if rate else 0
-    cols = slice(first, first + n_union)
+    cols = slice(first, int(np.searchsorted(ts[0], end_ms, side="right")))
+    union = ts[0, cols]
     values = flat.values.reshape(n_rows, width)[:, cols]
     active = np.ones(values.shape, dtype=bool)
     if rate:
-        return [_Block(values, active, np.ones(n_union, dtype=bool), None)]
+        return union, [_Block(values, active, np.ones(len(union), dtype=bool), None)]
     floats: BoolArray = np.asarray(flat.is_float.reshape(n_rows, width).any(axis=0))
     # A column is a double if any current (this column) or next (following column) value is.
     nxt = np.r_[floats[1:], False]
     col_floats = (floats | nxt)[cols]
-    return [_Block(values, active, col_floats, flat.longs.reshape(n_rows, width)[:, cols])]
+    longs = flat.longs.reshape(n_rows, width)[:, cols]
+    return union, [_Block(values, active, col_floats, longs)]
+
+
+@dataclass
+class _Source:
+    """A group's points plus what every block needs from them."""
+
+    flat: FlatSeries
+    ts_f: Float64Array  # timestamps as doubles: exact, and so are their differences
+    starts: Int64Array  # (series x 1)
+    ends: Int64Array  # (series x 1)
+    last_ts: Int64Array  # (series x 1)
+    has_ints: bool
+    has_floats: bool
+
+    @classmethod
+    def of(cls, flat: FlatSeries) -> _Source:
+        return cls(flat, flat.ts_ms.astype(np.float64), flat.offsets[:-1][:, None],
+                   flat.offsets[1:][:, None], flat.ts_ms[flat.offsets[1:] - 1][:, None],
+                   not bool(flat.is_float.all()), bool(flat.is_float.any()))
+
+
+def _union(ts: Int64Array) -> Int64Array:
+    """Sorted distinct timestamps (a sort beats ``np.unique``'s hashing here)."""
+    ordered = np.sort(ts)
+    return ordered[np.r_[True, ordered[1:] != ordered[:-1]]] if len(ordered) else ordered
 
 
 def _general_blocks(flat: FlatSeries, union: Int64Array, method: Interpolation,
                     rate: bool) -> Iterator[_Block]:
     """Blocks of the (series x union) matrix; ``current`` is each cell's latest point index."""
+    src = _Source.of(flat)
     n_rows, n_cols = flat.n_series, len(union)
-    starts, ends = flat.offsets[:-1], flat.offsets[1:]
     row_of = flat.series_ids()
     pos = np.searchsorted(union, flat.ts_ms, side="left")
     stride = n_cols + 1
@@ -142,74 +197,79 @@ def _general_blocks(flat: FlatSeries, union: Int64Array, method: Interpolation,
             last = np.r_[cell[idx][1:] != cell[idx][:-1], True]
             idx = idx[last]
             index[row_of[idx], pos[idx] - c0] = idx
-        carry = np.where(lo > starts, lo - 1, -1)
+        carry = np.where(lo > flat.offsets[:-1], lo - 1, -1)
         index[:, 0] = np.maximum(index[:, 0], carry)
         current = np.maximum.accumulate(index, axis=1)
         x = union[c0:c1][None, :]
         if rate:
-            yield _rate_block(flat, current, x, starts, ends)
+            yield _rate_block(src, current, x)
         else:
-            yield _value_block(flat, current, x, starts, ends, method)
+            yield _value_block(src, current, x, method)
 
 
-def _rate_block(flat: FlatSeries, current: Int64Array, x: Int64Array, starts: Int64Array,
-                ends: Int64Array) -> _Block:
-    last_ts = flat.ts_ms[ends - 1][:, None]
-    active = np.broadcast_to(x <= last_ts, current.shape)
-    source = np.where(current >= 0, current, starts[:, None])
-    values = np.where(active, flat.values[source], np.nan)
+def _rate_block(src: _Source, current: Int64Array, x: Int64Array) -> _Block:
+    active = np.broadcast_to(x <= src.last_ts, current.shape)
+    source = np.where(current >= 0, current, src.starts)
+    values = np.where(active, src.flat.values[source], np.nan)
     return _Block(values, active, np.ones(current.shape[1], dtype=bool), None)
 
 
-def _value_block(flat: FlatSeries, current: Int64Array, x: Int64Array, starts: Int64Array,
-                 ends: Int64Array, method: Interpolation) -> _Block:
+def _value_block(src: _Source, current: Int64Array, x: Int64Array,
+                 method: Interpolation) -> _Block:
+    """Values of every cell, computed densely (cheaper than masking when most cells of a
+    misaligned group need interpolating); inactive cells end up NaN."""
+    flat = src.flat
     started = current >= 0
-    cur = np.where(started, current, 0)
-    last_ts = flat.ts_ms[ends - 1][:, None]
-    active = started & (x <= last_ts)
-    exact = active & (flat.ts_ms[cur] == x)
-    missing = active & ~exact
-    values = np.where(exact, flat.values[cur], np.nan)
-    cur_float = active & flat.is_float[cur]
-    nxt = np.where(started, current + 1, starts[:, None])
-    has_next = nxt < ends[:, None]
-    next_float = has_next & flat.is_float[np.where(has_next, nxt, 0)]
-    floats: BoolArray = np.asarray((cur_float | next_float).any(axis=0))
+    cur = np.maximum(current, 0)
+    active = started & (x <= src.last_ts)
+    exact = flat.ts_ms[cur] == x
+    # Active cells that are not exact sit before their series' last point, so cur + 1 is
+    # their next point; elsewhere ``nxt`` only has to be a valid index.
+    nxt = np.minimum(cur + 1, len(flat.ts_ms) - 1)
+    values = np.where(active, _fill_double(src, cur, nxt, x, exact, method), np.nan)
+    if not src.has_ints:
+        return _Block(values, active, np.ones(current.shape[1], dtype=bool), None)
+    floats: BoolArray = np.zeros(current.shape[1], dtype=bool)
+    if src.has_floats:
+        following = np.where(started, current + 1, src.starts)
+        has_next = following < src.ends
+        next_float = has_next & flat.is_float[np.where(has_next, following, 0)]
+        floats = np.asarray(((active & flat.is_float[cur]) | next_float).any(axis=0))
     longs = None
     if not bool(floats.all()):
-        longs = np.where(exact, flat.longs[cur], 0)
-    if missing.any():
-        at = cur[missing]
-        xs = np.broadcast_to(x, current.shape)[missing]
-        values[missing] = _fill_double(flat, at, xs, method)
-        if longs is not None:
-            longs[missing] = _fill_long(flat, at, xs, method)
+        longs = np.where(active, _fill_long(src, cur, nxt, x, exact, method), 0)
     return _Block(values, active, floats, longs)
 
 
-def _fill_double(flat: FlatSeries, at: Int64Array, x: Int64Array,
-                 method: Interpolation) -> Float64Array:
-    y0 = flat.values[at]
-    if method is Interpolation.LERP:
-        y1, x0, x1 = flat.values[at + 1], flat.ts_ms[at], flat.ts_ms[at + 1]
-        return y0 + ((x - x0).astype(np.float64) * (y1 - y0)) / (x1 - x0).astype(np.float64)
+def _fill_double(src: _Source, cur: Int64Array, nxt: Int64Array, x: Int64Array,
+                 exact: BoolArray, method: Interpolation) -> Float64Array:
+    y0 = src.flat.values[cur]
     if method is Interpolation.PREV:
         return y0
+    if method is Interpolation.LERP:
+        # Java: y0 + (x - x0) * (y1 - y0) / (x1 - x0), the long differences made doubles.
+        x0 = src.ts_f[cur]
+        with np.errstate(all="ignore"):
+            lerp = y0 + ((x.astype(np.float64) - x0) * (src.flat.values[nxt] - y0)) / (
+                src.ts_f[nxt] - x0)
+        return np.where(exact, y0, lerp)
     # MIN: Java writes Double.MIN_VALUE (the smallest positive double), which makes mimmax
     # return 4.9E-324 over negative series; the intended "lowest double" is used instead.
     fill = {Interpolation.ZIM: 0.0, Interpolation.MAX: DOUBLE_MAX,
             Interpolation.MIN: -DOUBLE_MAX}[method]
-    return np.full(len(at), fill)
+    return np.where(exact, y0, fill)
 
 
-def _fill_long(flat: FlatSeries, at: Int64Array, x: Int64Array,
-               method: Interpolation) -> Int64Array:
-    y0 = flat.longs[at]
-    if method is Interpolation.LERP:
-        y1, x0, x1 = flat.longs[at + 1], flat.ts_ms[at], flat.ts_ms[at + 1]
-        with np.errstate(over="ignore"):
-            return y0 + java_trunc_div((x - x0) * (y1 - y0), x1 - x0)
+def _fill_long(src: _Source, cur: Int64Array, nxt: Int64Array, x: Int64Array,
+               exact: BoolArray, method: Interpolation) -> Int64Array:
+    y0 = src.flat.longs[cur]
     if method is Interpolation.PREV:
         return y0
+    if method is Interpolation.LERP:
+        x0 = src.flat.ts_ms[cur]
+        with np.errstate(over="ignore"):
+            lerp = y0 + java_trunc_div((x - x0) * (src.flat.longs[nxt] - y0),
+                                       src.flat.ts_ms[nxt] - x0)
+        return np.where(exact, y0, lerp)
     fill = {Interpolation.ZIM: 0, Interpolation.MAX: LONG_MAX, Interpolation.MIN: LONG_MIN}[method]
-    return np.full(len(at), fill, dtype=np.int64)
+    return np.where(exact, y0, fill)

@@ -19,9 +19,9 @@ class Series:
 
     ``ts_ms`` is strictly ascending; ``is_int[i]`` says whether point i was stored as an integer
     (OpenTSDB prints integer results only when every contributing point is an integer).
-    ``tags`` must be in row-key order (ascending tagk UID), as the row key lists them: the engine
-    pairs them with the UIDs in ``tsuid``. ``long_values`` holds the exact 64-bit value of integer
-    points (0 elsewhere); leave it None when every integer fits a double exactly (|v| < 2**53).
+    ``long_values`` holds the exact 64-bit value of integer points (0 elsewhere); leave it None
+    when every integer fits a double exactly (|v| < 2**53). Without ``tag_uids`` the engine takes
+    ``tags`` to be in row-key (tagk UID) order.
     """
 
     tsuid: str

@@ -15,6 +15,7 @@ Conventions, as in happybase:
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
@@ -109,6 +110,21 @@ class Store(Protocol):
     def close(self) -> None:
         """Release connections."""
         ...
+
+
+def scan_ranges(table: Table, ranges: Sequence[tuple[bytes | None, bytes | None]],
+                columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
+    """The rows of each ``[start, stop)`` range in turn (e.g. one per salt bucket).
+
+    A backend whose table has ``scan_many(ranges, columns)`` (HBase) fetches the ranges
+    concurrently; otherwise they are scanned one after the other.
+    """
+    scan_many = getattr(table, "scan_many", None)
+    if scan_many is not None:
+        rows: Iterator[tuple[bytes, Row]] = scan_many(ranges, columns)
+        return rows
+    return itertools.chain.from_iterable(
+        table.scan(row_start=start, row_stop=stop, columns=columns) for start, stop in ranges)
 
 
 def prefix_stop(prefix: bytes) -> bytes | None:

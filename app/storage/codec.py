@@ -92,6 +92,9 @@ class RowKeyLayout:
                 raise ValueError(f"UID widths must be 1..8 bytes, not {width}")
         if not 0 <= self.salt_width <= 8 or self.salt_buckets < 1:
             raise ValueError("salt width must be 0..8 bytes and salt buckets at least 1")
+        if self.salt_width and self.salt_buckets > 1 << (8 * self.salt_width):
+            raise ValueError(f"{self.salt_buckets} salt buckets do not fit in "
+                             f"{self.salt_width} salt bytes")
 
     @property
     def tags_start(self) -> int:

@@ -37,9 +37,9 @@ def _value_matrix(ints: npt.NDArray[np.int64], floats: npt.NDArray[np.float64],
     matrix = np.where(is_float[:, None], floats.astype(">f8").view(np.uint8).reshape(n, 8),
                       ints.astype(">i8").view(np.uint8).reshape(n, 8))
     matrix[fits, 4:] = as_f32[fits].astype(">f4").view(np.uint8).reshape(-1, 4)
-    lengths = np.where(is_float, np.where(fits, 4, 8), _int_lengths(ints))
-    flags = (lengths - 1) | np.where(is_float, FLAG_FLOAT, 0)
-    return matrix, lengths, flags
+    lengths: npt.NDArray[np.int64] = np.where(is_float, np.where(fits, 4, 8), _int_lengths(ints))
+    flags: npt.NDArray[np.int64] = (lengths - 1) | np.where(is_float, FLAG_FLOAT, 0)
+    return matrix.astype(np.uint8, copy=False), lengths, flags
 
 
 def encode_series(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],

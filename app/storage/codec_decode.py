@@ -26,16 +26,17 @@ later entry wins.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
 from app.storage.codec_cells import (
     APPEND_COLUMN_PREFIX,
+    FLAG_BITS,
     FLAG_FLOAT,
     FLAGS_MASK,
     LENGTH_MASK,
@@ -46,24 +47,21 @@ from app.storage.codec_cells import (
     IllegalDataError,
     cell_kind,
     cell_points,
-    fix_single,
 )
 
 Int64s = npt.NDArray[np.int64]
 UInt8s = npt.NDArray[np.uint8]
-Raw = tuple[int, bytes, bytes, int]
-"""A cell for the per-point path: (row index, qualifier, stored value, write time)."""
+Raw = tuple[int, bytes, bytes]
+"""A cell for the per-point path: (row index, qualifier, stored value)."""
 
 _PAD = bytes(8)
 _FLOAT8 = FLAG_FLOAT | 0x7
 _FLOAT4 = FLAG_FLOAT | 0x3
-_VALID_FLAGS = np.zeros(FLAGS_MASK + 1, dtype=bool)
-_VALID_FLAGS[[0x0, 0x1, 0x3, 0x7, _FLOAT4, _FLOAT8]] = True  # RowSeq.extract*Value
-_LENGTHS = (np.arange(FLAGS_MASK + 1) & LENGTH_MASK).astype(np.uint8) + 1
-_SIGN_SHIFTS = ((64 - 8 * _LENGTHS.astype(np.int64)) % 64).astype(np.uint8)
-_SECOND_OFFSETS_MS = np.arange(1 << 12, dtype=np.int64) * 1000
-_DTYPES = {0x0: np.dtype("i1"), 0x1: np.dtype(">i2"), 0x3: np.dtype(">i4"),
-           0x7: np.dtype(">i8"), _FLOAT4: np.dtype(">f4"), _FLOAT8: np.dtype(">f8")}
+# The only valid flags (RowSeq.extract*Value): anything else is corrupt.
+_DTYPES: dict[int, np.dtype[Any]] = {
+    0x0: np.dtype("i1"), 0x1: np.dtype(">i2"), 0x3: np.dtype(">i4"), 0x7: np.dtype(">i8"),
+    _FLOAT4: np.dtype(">f4"), _FLOAT8: np.dtype(">f8"),
+}
 
 
 @dataclass(eq=False)
@@ -84,11 +82,10 @@ class _Part(NamedTuple):
 
     ts_ms: Int64s
     flags: UInt8s
-    value_end: Int64s  # end of each point's value in ``values``, not counting the pad
+    value_end: Int64s | None  # end of each value in ``values`` (pad excluded); None: not needed
     values: bytes  # _PAD, then the value bytes of every point
     counts: Int64s  # points per segment
     rows: list[int]
-    write_ts: list[int]
     quals: list[bytes]
 
 
@@ -99,10 +96,10 @@ class _Group:
         self.width = width
         self.dtype = np.dtype(">u2" if width == 2 else ">u4")
         self.quals: list[bytes] = []
-        self.vals: list[bytes] = []  # value bytes without the meta byte
-        self.origs: list[bytes] = []  # the stored value, for the per-point path
+        # Value bytes without the meta byte: a memoryview of the stored value (no copy) for a
+        # compacted column, the (fixed) value of a single cell.
+        self.vals: list[bytes | memoryview] = []
         self.rows: list[int] = []
-        self.write_ts: list[int] = []
 
     def decode(self, row_base_ms: Int64s) -> tuple[_Part | None, list[Raw]]:
         """The decoded part, and the segments refused for the per-point path."""
@@ -111,30 +108,32 @@ class _Group:
         words = np.frombuffer(b"".join(self.quals), self.dtype).astype(self.dtype.newbyteorder("="))
         counts = np.fromiter(map(len, self.quals), np.int64, len(self.quals)) // self.width
         flags = (words & FLAGS_MASK).astype(np.uint8)
-        value_end = np.cumsum(_LENGTHS[flags], dtype=np.int64)
-        bad = self._bad_segments(words, value_end, counts)
+        value_end = None if _uniform(flags) else _value_end(flags)
+        bad = self._bad_segments(words, flags, value_end, counts)
         if bad.size:
-            refused = [(self.rows[i], self.quals[i], self.origs[i], self.write_ts[i]) for i in bad]
+            refused = [(self.rows[i], self.quals[i], _stored(self.vals[i])) for i in bad]
             self._drop(bad)
             return self.decode(row_base_ms)[0], refused
         if self.width == 2:
-            ts_ms = _SECOND_OFFSETS_MS[words >> 4]
+            offset_ms = np.multiply(words >> FLAG_BITS, 1000, dtype=np.int32)
         else:
-            ts_ms = ((words & 0x0FFFFFC0) >> MS_FLAG_BITS).astype(np.int64)
-        ts_ms += np.repeat(row_base_ms[np.array(self.rows, dtype=np.int64)], counts)
+            offset_ms = ((words & 0x0FFFFFC0) >> MS_FLAG_BITS).astype(np.int32)
+        ts_ms = np.repeat(row_base_ms[np.array(self.rows, dtype=np.int64)], counts)
+        ts_ms += offset_ms
         values = b"".join(chain((_PAD,), self.vals))
-        return _Part(ts_ms, flags, value_end, values, counts, self.rows, self.write_ts,
-                     self.quals), []
+        return _Part(ts_ms, flags, value_end, values, counts, self.rows, self.quals), []
 
-    def _bad_segments(self, words: npt.NDArray[np.unsignedinteger], value_end: Int64s,
-                      counts: Int64s) -> Int64s:
+    def _bad_segments(self, words: npt.NDArray[np.unsignedinteger], flags: UInt8s,
+                      value_end: Int64s | None, counts: Int64s) -> Int64s:
         """Segments whose value bytes do not add up, or that hold a qualifier of the other
         width (a mixed column whose meta byte does not say so)."""
-        seg_end = value_end[np.cumsum(counts) - 1]
-        seg_bytes = np.diff(seg_end, prepend=0)
+        if value_end is None:
+            seg_bytes = counts * ((int(flags[0]) & LENGTH_MASK) + 1)
+        else:
+            seg_bytes = np.diff(value_end[np.cumsum(counts) - 1], prepend=0)
         bad = seg_bytes != np.fromiter(map(len, self.vals), np.int64, len(self.vals))
-        top = words >> (8 * self.width - 4)
-        wrong_width = top == 0xF if self.width == 2 else top != 0xF
+        ms_flagged = words >= (0xF000 if self.width == 2 else 0xF0000000)
+        wrong_width = ms_flagged if self.width == 2 else ~ms_flagged
         if wrong_width.any():
             starts = np.cumsum(counts) - counts
             bad |= np.add.reduceat(wrong_width, starts, dtype=np.int64) > 0
@@ -143,9 +142,18 @@ class _Group:
     def _drop(self, bad: Int64s) -> None:
         keep = np.ones(len(self.quals), dtype=bool)
         keep[bad] = False
-        for name in ("quals", "vals", "origs", "rows", "write_ts"):
-            items = getattr(self, name)
-            setattr(self, name, [item for item, kept in zip(items, keep, strict=True) if kept])
+        self.quals = [q for q, kept in zip(self.quals, keep, strict=True) if kept]
+        self.vals = [v for v, kept in zip(self.vals, keep, strict=True) if kept]
+        self.rows = [r for r, kept in zip(self.rows, keep, strict=True) if kept]
+
+
+def _stored(value: bytes | memoryview) -> bytes:
+    """The stored value behind a group's value bytes."""
+    if isinstance(value, memoryview):
+        stored = value.obj
+        assert isinstance(stored, bytes)
+        return stored
+    return value
 
 
 class _Batch:
@@ -161,31 +169,30 @@ class _Batch:
     def add_row(self, base_time_s: int, cells: Iterable[Cell]) -> None:
         row = len(self.row_base_ms)
         self.row_base_ms.append(base_time_s * 1000)
-        write_ts = self.write_ts
         for q, v in cells:
             n = len(q)
-            wt = 0 if write_ts is None else write_ts.get(q, -1)
             if n & 1 or not n:  # annotations and unknown extended formats are not data
                 if n == 3 and q[0] == APPEND_COLUMN_PREFIX:
-                    self.slow.append((row, q, v, wt))
+                    self.slow.append((row, q, v))
             elif n == 2 or (n == 4 and q[0] >= MS_BYTE_FLAG):  # a single data point
-                orig = v
-                if (q[-1] & LENGTH_MASK) + 1 != len(v):
-                    q, v = fix_single(q, v)
-                self._add(self.seconds if n == 2 else self.millis, row, q, v, orig, wt)
+                if (q[-1] & LENGTH_MASK) + 1 != len(v):  # flags to fix: written before 2.0
+                    self.slow.append((row, q, v))
+                    continue
+                group = self.seconds if n == 2 else self.millis
+                group.quals.append(q)
+                group.vals.append(v)
+                group.rows.append(row)
             elif not v or v[-1] & MS_MIXED_COMPACT or (q[0] >= MS_BYTE_FLAG and n & 3):
-                self.slow.append((row, q, v, wt))
+                self.slow.append((row, q, v))
             else:  # compacted, and by its first qualifier and meta byte of one resolution
-                self._add(self.seconds if q[0] < MS_BYTE_FLAG else self.millis,
-                          row, q, v[:-1], v, wt)
+                group = self.seconds if q[0] < MS_BYTE_FLAG else self.millis
+                group.quals.append(q)
+                group.vals.append(memoryview(v)[:-1])
+                group.rows.append(row)
 
-    @staticmethod
-    def _add(group: _Group, row: int, q: bytes, v: bytes, orig: bytes, wt: int) -> None:
-        group.quals.append(q)
-        group.vals.append(v)
-        group.origs.append(orig)
-        group.rows.append(row)
-        group.write_ts.append(wt)
+    def write_time(self, row: int, q: bytes) -> int:
+        """The write time of the cell stored under ``q`` (-1: unknown, 0: none given)."""
+        return 0 if self.write_ts is None else self.write_ts.get(q, -1)
 
     def finish(self) -> DecodedRow:
         row_base_ms = np.array(self.row_base_ms, dtype=np.int64)
@@ -197,8 +204,8 @@ class _Batch:
             return DecodedRow(np.empty(0, np.int64), np.empty(0, np.float64),
                               np.empty(0, np.bool_))
         part = parts[0] if len(parts) == 1 else _concat(parts)
-        values, is_int = _decode_values(part.values, part.flags, part.value_end)
-        return _ascending(part, values, is_int)
+        values, is_int = _decode_values(part)
+        return _ascending(part, values, is_int, self.write_time)
 
 
 def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
@@ -206,8 +213,10 @@ def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
     ts_ms: list[int] = []
     flags: list[int] = []
     values: list[bytes] = [_PAD]
-    counts, rows, write_ts, quals = [], [], [], []
-    for row, q, v, wt in raws:
+    counts: list[int] = []
+    rows: list[int] = []
+    quals: list[bytes] = []
+    for row, q, v in raws:
         kind = cell_kind(q)
         points = cell_points(kind, q, v) if kind is not None else []
         if not points:
@@ -218,71 +227,107 @@ def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
         values.extend(pv for _, _, pv in points)
         counts.append(len(points))
         rows.append(row)
-        write_ts.append(wt)
         quals.append(q)
     if not counts:
         return None
-    flag_array = np.array(flags, dtype=np.uint8)
-    return _Part(np.array(ts_ms, dtype=np.int64), flag_array,
-                 np.cumsum(_LENGTHS[flag_array], dtype=np.int64), b"".join(values),
-                 np.array(counts, dtype=np.int64), rows, write_ts, quals)
+    return _Part(np.array(ts_ms, dtype=np.int64), np.array(flags, dtype=np.uint8), None,
+                 b"".join(values), np.array(counts, dtype=np.int64), rows, quals)
 
 
 def _concat(parts: list[_Part]) -> _Part:
-    shifts = np.cumsum([0] + [len(p.values) - len(_PAD) for p in parts[:-1]])
     return _Part(np.concatenate([p.ts_ms for p in parts]),
                  np.concatenate([p.flags for p in parts]),
-                 np.concatenate([p.value_end + shift for p, shift in zip(parts, shifts)]),
+                 None,
                  b"".join(chain((_PAD,), (memoryview(p.values)[len(_PAD):] for p in parts))),
                  np.concatenate([p.counts for p in parts]),
                  [row for p in parts for row in p.rows],
-                 [wt for p in parts for wt in p.write_ts],
                  [q for p in parts for q in p.quals])
 
 
-def _decode_values(buf: bytes, flags: UInt8s, value_end: Int64s
-                   ) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+def _uniform(flags: UInt8s) -> bool:
+    return not bool((flags != flags[0]).any())
+
+
+def _value_end(flags: UInt8s) -> Int64s:
+    return np.cumsum((flags & LENGTH_MASK) + 1, dtype=np.int64)
+
+
+def _decode_values(part: _Part) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
     """Values as float64 (a float32 widens exactly, as Java's ``(double) f``) and is_int."""
-    census = np.bincount(flags, minlength=FLAGS_MASK + 1)
-    invalid = np.flatnonzero(census & ~_VALID_FLAGS)
-    if invalid.size:
-        kind = "Floating point" if invalid[0] & FLAG_FLOAT else "Integer"
-        raise IllegalDataError(f"{kind} value not on 8/4/2/1 bytes (flags={invalid[0]:#x})")
-    dominant = int(census.argmax())
-    if census[dominant] == flags.size:  # one encoding for all: the buffer is a plain array
-        values = np.frombuffer(buf, _DTYPES[dominant], offset=len(_PAD)).astype(np.float64)
-        return values, np.full(flags.size, not dominant & FLAG_FLOAT)
-    windows = np.ndarray(shape=(len(buf) - 7,), dtype=">i8", buffer=buf, strides=(1,))
-    bits = windows[value_end].astype(np.int64)  # the 8 bytes ending where each value ends
+    flags, buf = part.flags, part.values
+    first = int(flags[0])
+    if _uniform(flags):  # one encoding for all: the buffer is a plain array
+        values = np.frombuffer(buf, _value_dtype(first), offset=len(_PAD)).astype(np.float64)
+        return values, np.full(flags.size, not first & FLAG_FLOAT)
+    _check_flags(flags)
+    value_end = part.value_end if part.value_end is not None else _value_end(flags)
+    width = int((flags & LENGTH_MASK).max()) + 1  # 2, 4 or 8: the widest value
+    bits = _windows(buf, value_end, width)
     is_int = flags < FLAG_FLOAT
-    if census[FLAG_FLOAT:].sum() * 2 < flags.size:
-        values = _sign_extend(bits, flags).astype(np.float64)
+    if np.count_nonzero(is_int) * 2 >= flags.size:  # mostly integers
+        values = _sign_extend(bits, flags, width).astype(np.float64)
         floats = np.flatnonzero(~is_int)
-    else:
-        values = bits.copy().view(np.float64)
-        floats = np.flatnonzero(flags == _FLOAT4)
+    else:  # mostly floats, so width is 4 (float32 only) or 8
         ints = np.flatnonzero(is_int)
-        values[ints] = _sign_extend(bits[ints], flags[ints])
+        small = _sign_extend(bits[ints], flags[ints], width)
+        if width == 8:
+            values = bits.view(np.float64)  # right for the 8-byte floats, in place
+            floats = np.flatnonzero(flags == _FLOAT4)
+        else:
+            values = bits.view(np.float32).astype(np.float64)
+            floats = np.empty(0, dtype=np.int64)
+        values[ints] = small
     if floats.size:
         values[floats] = _float_bits(bits[floats], flags[floats])
     return values, is_int
 
 
-def _sign_extend(bits: Int64s, flags: UInt8s) -> Int64s:
-    """The low 1/2/4/8 bytes of each window as a signed integer."""
-    shifts = _SIGN_SHIFTS[flags]
-    return np.right_shift(np.left_shift(bits, shifts), shifts)
+def _value_dtype(flags: int) -> np.dtype[Any]:
+    dtype = _DTYPES.get(flags)
+    if dtype is None:
+        kind = "Floating point" if flags & FLAG_FLOAT else "Integer"
+        raise IllegalDataError(f"{kind} value not on 8/4/2/1 bytes (flags={flags:#x})")
+    return dtype
 
 
-def _float_bits(bits: Int64s, flags: UInt8s) -> npt.NDArray[np.float64]:
+def _check_flags(flags: UInt8s) -> None:
+    """Integers take 1, 2, 4 or 8 bytes and floats 4 or 8 (``RowSeq.extract*Value``)."""
+    length_bits = flags & LENGTH_MASK
+    invalid = (length_bits & (length_bits + 1)) != 0  # not 0, 1, 3 or 7
+    invalid |= (flags >= FLAG_FLOAT) & (length_bits < 0x3)
+    if invalid.any():
+        _value_dtype(int(flags[np.argmax(invalid)]))
+
+
+def _windows(buf: bytes, value_end: Int64s, width: int) -> npt.NDArray[np.signedinteger]:
+    """For each value, the ``width`` bytes ending where it ends, as a native signed integer."""
+    windows = np.ndarray(shape=(len(buf) - 7,), dtype=np.dtype(f">i{width}"), buffer=buf,
+                         offset=len(_PAD) - width, strides=(1,))
+    bits = windows[value_end]
+    if not bits.dtype.isnative:  # swap in place rather than allocate a converted copy
+        bits = bits.byteswap(inplace=True).view(bits.dtype.newbyteorder())
+    return bits
+
+
+def _sign_extend(bits: npt.NDArray[np.signedinteger], flags: UInt8s,
+                 width: int) -> npt.NDArray[np.signedinteger]:
+    """The low 1, 2, 4 or 8 bytes of each ``width``-byte window as a signed integer."""
+    shifts = ((width - 1) - (flags & LENGTH_MASK)) << 3  # 8 * (width - length)
+    out = np.left_shift(bits, shifts)
+    return np.right_shift(out, shifts, out=out)
+
+
+def _float_bits(bits: npt.NDArray[np.signedinteger], flags: UInt8s) -> npt.NDArray[np.float64]:
     """Windows of float32 (low half) or float64 values as float64, widening exactly."""
+    if bits.dtype.itemsize == 4:
+        return bits.view(np.float32).astype(np.float64)
     single = (bits & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly, as in Java
         return np.where(flags == _FLOAT4, single, bits.view(np.float64))
 
 
-def _ascending(part: _Part, values: npt.NDArray[np.float64],
-               is_int: npt.NDArray[np.bool_]) -> DecodedRow:
+def _ascending(part: _Part, values: npt.NDArray[np.float64], is_int: npt.NDArray[np.bool_],
+               write_time: Callable[[int, bytes], int]) -> DecodedRow:
     """Sort by time and keep one point per timestamp, the winner of its duplicates."""
     ts = part.ts_ms
     if ts.size < 2 or bool((ts[1:] > ts[:-1]).all()):
@@ -292,11 +337,12 @@ def _ascending(part: _Part, values: npt.NDArray[np.float64],
     dup = ordered_ts[1:] == ordered_ts[:-1]
     has_duplicates = bool(dup.any())
     if has_duplicates:
-        order = _winners(part, order, dup)
+        order = _winners(part, order, dup, write_time)
     return DecodedRow(ts[order], values[order], is_int[order], has_duplicates)
 
 
-def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_]) -> Int64s:
+def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_],
+             write_time: Callable[[int, bytes], int]) -> Int64s:
     """Indexes, ascending in time, of the one point kept per timestamp."""
     ts = part.ts_ms
     seg_of_point = np.repeat(np.arange(part.counts.size), part.counts)
@@ -304,8 +350,9 @@ def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_]) -> Int64s:
     clashing = np.concatenate([order[1:][dup], order[:-1][dup]])
     # Rank only the cells of rows that have duplicates: a Python sort, but a small one.
     segs = np.flatnonzero(np.isin(rows, rows[seg_of_point[clashing]])).tolist()
-    segs.sort(key=lambda i: (part.rows[i], part.write_ts[i], cell_kind(part.quals[i]),
-                             part.quals[i]))
+    rows_, quals = part.rows, part.quals
+    segs.sort(key=lambda i: (rows_[i], write_time(rows_[i], quals[i]), cell_kind(quals[i]),
+                             quals[i]))
     rank = np.zeros(part.counts.size, dtype=np.int64)
     rank[segs] = np.arange(1, len(segs) + 1)
     order = np.lexsort((np.arange(ts.size), rank[seg_of_point], ts))

@@ -211,7 +211,8 @@ def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:
     """SQL narrowing to families and/or exact columns."""
     if not columns:
         return "", []
-    terms, params = [], []
+    terms: list[str] = []
+    params: list[object] = []
     for column in columns:
         family, qualifier = split_column(column)
         if qualifier is None:

@@ -84,7 +84,16 @@ def load_demo(tsdb: TSDB, hours: int = 24, end_s: int | None = None) -> int:
             batch = []
     count += _write(writer, batch)
     compact_table(tsdb.data_table(), tsdb.layout, now_s=end_s)
+    load_demo_notes(tsdb, end_s)
     return count
+
+
+def load_demo_notes(tsdb: TSDB, end_s: int) -> int:
+    """Write ``DEMO_ANNOTATIONS`` (global ones and web01's ``sys.cpu.user``) ending at end_s."""
+    from app.tsdb.annotations import series_tsuid, write_demo_notes
+
+    tsuid = series_tsuid(tsdb, "sys.cpu.user", {"host": "web01", "dc": HOSTS["web01"]})
+    return write_demo_notes(tsdb, end_s, DEMO_ANNOTATIONS, tsuid)
 
 
 def _write(writer: PointWriter, batch: list[DataPoint]) -> int:

@@ -60,7 +60,8 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery,
     series = reader.read(sub, query.start_ms, query.end_ms)
     read_ms = (time.perf_counter() - started) * 1000
     metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
-    results = run_subquery(sub, metric, series, query.start_ms, query.end_ms)
+    results = run_subquery(sub, metric, series, query.start_ms, query.end_ms,
+                           timezone=query.timezone or "UTC")
     outcome.stats[sub.index] = {
         "queryIndex": sub.index, "rowsScanned": reader.stats.rows,
         "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,

@@ -159,7 +159,11 @@ def _add_value(tsdb: TSDB, accept: ValueMatch, tagk: str, value: str | None) -> 
         accept.any_value = True
         return
     assert value is not None
-    tag_filter = build_filter(filter_from_tag(tagk, value, False))
+    try:
+        tag_filter = build_filter(filter_from_tag(tagk, value, False))
+    except BadRequestError as exc:
+        raise BadRequestError("Unable to parse query",
+                              f"When parsing tag '{tagk}={value}': {exc.message}") from None
     if isinstance(tag_filter, NotKeyFilter):
         if tagk == "*":
             raise BadRequestError("not_key() needs a tag key")
@@ -184,7 +188,8 @@ def _scan_ranges(tsdb: TSDB, metric_uid: bytes | None, first_base_s: int,
 
 def scan_matching_rows(tsdb: TSDB, metric_uid: bytes | None, matcher: SeriesMatcher,
                        first_base_s: int = 0, last_base_s: int = MAX_BASE_TIME_S,
-                       deadline: float | None = None) -> Iterator[tuple[bytes, bytes]]:
+                       deadline: float | None = None,
+                       batch_size: int = 5000) -> Iterator[tuple[bytes, bytes]]:
     """Yield ``(tsuid, row_key)`` of every matching hour row in ``[first, last]`` base times.
 
     One key-only scan per salt bucket; a series' verdict is computed once and remembered.
@@ -193,13 +198,14 @@ def scan_matching_rows(tsdb: TSDB, metric_uid: bytes | None, matcher: SeriesMatc
     layout = tsdb.layout
     metric_start = layout.salt_width
     metric_end, tags_start = metric_start + layout.metric_width, layout.tags_start
-    pair_width = layout.tagk_width + layout.tagv_width
+    tagk_width, pair_width = layout.tagk_width, layout.tagk_width + layout.tagv_width
+    tsuid_tags_start = layout.metric_width
     verdicts: dict[bytes, bool] = {}
     table = tsdb.data_table()
     scanned = 0
     for start, stop in _scan_ranges(tsdb, metric_uid, first_base_s, last_base_s):
         for key, _ in table.scan(row_start=start, row_stop=stop, keys_only=True,
-                                 batch_size=5000):
+                                 batch_size=batch_size):
             scanned += 1
             if deadline is not None and scanned % _DEADLINE_CHECK_ROWS == 0 \
                     and time.monotonic() > deadline:
@@ -213,7 +219,10 @@ def scan_matching_rows(tsdb: TSDB, metric_uid: bytes | None, matcher: SeriesMatc
             tsuid = key[metric_start:metric_end] + key[tags_start:]
             verdict = verdicts.get(tsuid)
             if verdict is None:
-                verdict = verdicts[tsuid] = matcher.matches(layout.parse_row_key(key).tags)
+                # Slicing the TSUID here is ~3x cheaper than RowKeyLayout.parse_row_key.
+                tags = [(tsuid[i:i + tagk_width], tsuid[i + tagk_width:i + pair_width])
+                        for i in range(tsuid_tags_start, len(tsuid), pair_width)]
+                verdict = verdicts[tsuid] = matcher.matches(tags)
             if verdict:
                 yield tsuid, key
 
@@ -261,8 +270,10 @@ def lookup_series(tsdb: TSDB, metric: str | None, pairs: Sequence[Pair], limit: 
     found: list[bytes] = []
     seen: set[bytes] = set()
     if limit > 0 and first_base_s <= last_base_s:
+        # Small limits usually stop early: don't fetch thousands of keys per round trip.
+        batch_size = min(5000, max(256, 4 * limit))
         for tsuid, _ in scan_matching_rows(tsdb, metric_uid, matcher, first_base_s,
-                                           last_base_s, deadline):
+                                           last_base_s, deadline, batch_size):
             if tsuid not in seen:
                 seen.add(tsuid)
                 found.append(tsuid)

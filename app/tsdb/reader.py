@@ -3,7 +3,7 @@
 1. Resolve the metric and the filters' tag keys and literal values to UIDs (unknown names are
    OpenTSDB's 400s).
 2. Scan each salt bucket over the hour rows of the scan range (wider than the query range:
-   ``scan_range_s``), or, with explicitTags and only literal filters, fetch the exact row keys.
+   ``scan_hours_s``), or, with explicitTags and only literal filters, fetch the exact row keys.
 3. Keep the rows whose tag UIDs pass the per-key constraints, in bulk on bytes; resolve the
    surviving tag UIDs to names and run the remaining (wildcard, regexp, ...) filters once per
    series, not per row.
@@ -13,7 +13,6 @@
 from __future__ import annotations
 
 import itertools
-import json
 import logging
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -21,35 +20,31 @@ from typing import Any
 
 import numpy as np
 
+from app.engine.execute import scan_bounds_ms
 from app.engine.model import Series
 from app.errors import NoSuchUniqueId, QueryLimitError
-from app.query.ast import SubQuery
+from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.storage import codec
-from app.storage.base import Row
+from app.storage.base import Row, prefix_stop, scan_ranges
 from app.tsdb import TSDB
+from app.tsdb.annotations import query_note
 
 log = logging.getLogger(__name__)
 
 MAX_TIMESPAN_S = 3600
+# Wider than any timestamp in ms (2**43 ms is the year 2248) and a whole number of seconds.
+SERIES_SHIFT_S = 2**43 // 1000
+# Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
+MAX_NARROWED_HOURS = 24 * 8
 DATA_PREFIX = b"t:"
 
 
-def scan_range_s(start_ms: int, end_ms: int, interval_ms: int) -> tuple[int, int]:
-    """OpenTSDB's ``getScanStartTimeSeconds``/``getScanEndTimeSeconds``: hour rows to read.
-
-    Start: aligned down to the downsample interval, then to the hour. End: the next interval
-    start (if downsampling), then the next hour boundary. Returns inclusive base times.
-    """
-    start_s = start_ms // 1000
-    if interval_ms > 0:
-        start_s -= (start_s * 1000 % interval_ms) // 1000
-    start_s -= start_s % MAX_TIMESPAN_S
-    end_s = end_ms // 1000
-    if interval_ms > 0:
-        interval_s = max(interval_ms // 1000, 1)
-        end_s = end_s - end_s % interval_s + interval_s
-    return max(start_s, 0), end_s - end_s % MAX_TIMESPAN_S
+def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
+    """First and last base time (inclusive) of the hour rows OpenTSDB scans for a query."""
+    scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, spec)
+    last_s = (scan_end_ms - 1) // 1000
+    return scan_start_ms // 1000, last_s - last_s % MAX_TIMESPAN_S
 
 
 @dataclass
@@ -77,8 +72,7 @@ class SeriesReader:
 
     def read(self, sub: SubQuery, start_ms: int, end_ms: int) -> list[Series]:
         """Every series of ``sub`` with data in the scan range, in row-key order."""
-        interval_ms = sub.downsample.interval_ms if sub.downsample else 0
-        first_s, last_s = scan_range_s(start_ms, end_ms, interval_ms)
+        first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
         filters = [build_filter(f) for f in sub.filters]
         if sub.tsuids:
             groups = self._tsuid_rows(sub.tsuids, first_s, last_s)
@@ -108,15 +102,36 @@ class SeriesReader:
         if exact is not None:
             rows = self._exact_rows(metric_uid, exact, first_s, last_s)
         else:
-            rows = self._scan_rows(metric_uid, first_s, last_s)
+            rows = self._scan_rows(metric_uid, first_s, last_s, _narrowing(constraints))
         return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
 
-    def _scan_rows(self, metric_uid: bytes, first_s: int,
-                   last_s: int) -> Iterator[tuple[bytes, Row]]:
-        table = self.tsdb.data_table()
-        for salt in self.layout.salt_prefixes():
-            start, stop = self.layout.metric_scan_range(salt, metric_uid, first_s, last_s)
-            yield from table.scan(row_start=start, row_stop=stop, columns=[b"t"])
+    def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
+                   narrow: _UidConstraint | None) -> Iterator[tuple[bytes, Row]]:
+        ranges = [key_range for salt in self.layout.salt_prefixes()
+                  for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
+        # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
+        yield from scan_ranges(self.tsdb.data_table(), ranges, columns=[b"t"])
+
+    def _ranges(self, salt: bytes, metric_uid: bytes, first_s: int, last_s: int,
+                narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
+        """Key ranges to scan: one per salt, or per hour narrowed by a literal filter.
+
+        Tags in a key are sorted by tagk UID, so a row holding ``tagk=v`` either starts its
+        tags with that pair or with a tagk of a lower UID: each hour needs only
+        ``[hour, hour+tagk)`` and ``[hour+tagk+v, next(hour+tagk+v))`` for every literal v.
+        """
+        start, stop = self.layout.metric_scan_range(salt, metric_uid, first_s, last_s)
+        hours = (last_s - first_s) // MAX_TIMESPAN_S + 1
+        if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS:
+            return [(start, stop)]
+        ranges: list[tuple[bytes, bytes | None]] = []
+        for base_s in range(first_s, last_s + 1, MAX_TIMESPAN_S):
+            hour = salt + metric_uid + base_s.to_bytes(4, "big")
+            ranges.append((hour, hour + narrow.tagk_uid))
+            for tagv_uid in sorted(narrow.literal_uids):
+                prefix = hour + narrow.tagk_uid + tagv_uid
+                ranges.append((prefix, prefix_stop(prefix)))
+        return ranges
 
     def _exact_rows(self, metric_uid: bytes, tag_sets: list[list[tuple[bytes, bytes]]],
                     first_s: int, last_s: int) -> Iterator[tuple[bytes, Row]]:
@@ -149,14 +164,50 @@ class SeriesReader:
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                 explicit_tags: bool, index: int) -> list[Series]:
-        series = []
+        kept = []
         for group in groups:
             tags = self._names(group.tag_uids)
-            if tags is None or not series_matches(tags, filters, explicit_tags):
-                continue
-            series.append(self._series(group, tags, index))
-        self.stats.series += len(series)
-        return series
+            if tags is not None and series_matches(tags, filters, explicit_tags):
+                kept.append((group, tags))
+        decoded = self._decode_all([group for group, _ in kept])
+        self.stats.series += len(kept)
+        self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
+        if self.max_points and self.stats.points > self.max_points:
+            raise QueryLimitError(
+                f"Sub query {index} has exceeded the data points limit of {self.max_points}",
+                f"it read {self.stats.points} data points")
+        return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
+
+    def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+        """Decode every series' rows in ONE vectorised pass.
+
+        Series j's timestamps are shifted by ``j * SERIES_SHIFT_S`` seconds, so after the
+        decoder's ascending sort the series lie one after the other; subtracting the shift and
+        cutting at the boundaries gives each series its own arrays.
+        """
+        if not groups:
+            return []
+        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
+                 for j, group in enumerate(groups) for key, cells in group.rows]
+        merged = codec.decode_rows(batch)
+        if merged.has_duplicates:
+            return [self._decode_one(group) for group in groups]
+        series_of = merged.ts_ms // (SERIES_SHIFT_S * 1000)
+        ts_ms = merged.ts_ms - series_of * (SERIES_SHIFT_S * 1000)
+        cuts = np.searchsorted(series_of, np.arange(1, len(groups)))
+        return [codec.DecodedRow(t, v, i) for t, v, i in zip(
+            np.split(ts_ms, cuts), np.split(merged.values, cuts), np.split(merged.is_int, cuts))]
+
+    def _decode_one(self, group: _SeriesRows) -> codec.DecodedRow:
+        """One series, re-reading write times for rows with duplicate timestamps."""
+        rows = [self._decode_row(key, cells) for key, cells in group.rows]
+        return codec.DecodedRow(np.concatenate([r.ts_ms for r in rows]),
+                                np.concatenate([r.values for r in rows]),
+                                np.concatenate([r.is_int for r in rows]))
+
+    def _base_time(self, key: bytes) -> int:
+        start = self.layout.salt_width + self.layout.metric_width
+        return int.from_bytes(key[start:start + 4], "big")
 
     def _names(self, tag_uids: Iterable[tuple[bytes, bytes]]) -> dict[str, str] | None:
         try:
@@ -165,27 +216,19 @@ class SeriesReader:
             log.warning("skipping a series with an unresolvable UID: %s", exc.message)
             return None
 
-    def _series(self, group: _SeriesRows, tags: dict[str, str], index: int) -> Series:
-        decoded = [self._decode_row(key, cells) for key, cells in group.rows]
-        ts_ms = np.concatenate([d.ts_ms for d in decoded])
-        self.stats.points += int(ts_ms.size)
-        if self.max_points and self.stats.points > self.max_points:
-            raise QueryLimitError(
-                f"Sub query {index} has exceeded the data points limit of "
-                f"{self.max_points}: read more than {self.max_points} points")
-        notes = [note for key, cells in group.rows for note in _annotations(self.layout, key,
-                                                                             cells)]
+    def _series(self, group: _SeriesRows, tags: dict[str, str],
+                decoded: codec.DecodedRow) -> Series:
+        notes = [note for key, cells in group.rows
+                 for note in _annotations(self.layout, key, cells)]
         tsuid = group.row_order[self.layout.salt_width:]
         tag_uids = {self.tsdb.tagk.get_name(k): (k, v) for k, v in group.tag_uids}
-        return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=ts_ms,
-                      values=np.concatenate([d.values for d in decoded]),
-                      is_int=np.concatenate([d.is_int for d in decoded]),
-                      annotations=notes, row_order=group.row_order, tag_uids=tag_uids)
+        return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=decoded.ts_ms,
+                      values=decoded.values, is_int=decoded.is_int, annotations=notes,
+                      row_order=group.row_order, tag_uids=tag_uids)
 
     def _decode_row(self, key: bytes, cells: Row) -> codec.DecodedRow:
-        base_time_s = self.layout.parse_row_key(key).base_time_s
-        data = [(column[2:], value) for column, value in cells.items()
-                if column.startswith(DATA_PREFIX)]
+        base_time_s = self._base_time(key)
+        data = _data_cells(cells)
         decoded = codec.decode_row(base_time_s, data)
         if decoded.has_duplicates:
             # Rare: the same timestamp in two cells. Re-read with write times, newest wins.
@@ -221,6 +264,12 @@ def _passes(layout: codec.RowKeyLayout, key: bytes,
     return True
 
 
+def _narrowing(constraints: Sequence[_UidConstraint]) -> _UidConstraint | None:
+    """The literal constraint whose tagk sorts first: the best one to narrow scans with."""
+    literal = [c for c in constraints if c.literal_uids and not c.excluded]
+    return min(literal, key=lambda c: c.tagk_uid) if literal else None
+
+
 def _exact_tag_sets(constraints: Sequence[_UidConstraint]
                     ) -> list[list[tuple[bytes, bytes]]] | None:
     """Every exact tag set the constraints allow, or None when some key is not literal."""
@@ -230,13 +279,20 @@ def _exact_tag_sets(constraints: Sequence[_UidConstraint]
     return [list(combo) for combo in itertools.product(*choices)]
 
 
+def _data_cells(cells: Row) -> list[tuple[bytes, bytes]]:
+    """``(qualifier, value)`` of the ``t`` family (the decoder skips non-data qualifiers)."""
+    return [(column[2:], value) for column, value in cells.items()
+            if column.startswith(DATA_PREFIX)]
+
+
 def _annotations(layout: codec.RowKeyLayout, key: bytes, cells: Row) -> list[dict[str, Any]]:
+    """The row's notes, ready for the response: every field Grafana reads, times in seconds
+    (the serializer keeps those starting in the query range)."""
     notes = []
     for column, value in cells.items():
         if column.startswith(DATA_PREFIX) and codec.is_annotation_qualifier(column[2:]):
-            try:
-                notes.append(json.loads(value))
-            except ValueError:
-                log.warning("skipping an unreadable annotation in row %s", key.hex())
+            note = query_note(layout, key, column[2:], value)
+            if note is not None:
+                notes.append(note)
     return notes
 

@@ -181,20 +181,29 @@ request_master_shutdown() {
         org.apache.hadoop.hbase.master.HMaster stop --shutDownCluster >"$LOGS/stop.out" 2>&1 || true
 }
 
+# Wait up to $2 seconds for pid $1 to exit; fail if it is still alive.
+wait_exit() {
+    local pid=$1 half_seconds=$(($2 * 2))
+    while kill -0 "$pid" 2>/dev/null && ((half_seconds-- > 0)); do sleep 0.5; done
+    ! kill -0 "$pid" 2>/dev/null
+}
+
 stop_role() {
-    local role=$1 pid waited=0
+    local role=$1 pid started
     if ! pid=$(role_pid "$role"); then rm -f "$(pid_file "$role")"; return 0; fi
-    [[ $role == master ]] && request_master_shutdown
-    kill -TERM "$pid" 2>/dev/null || true
-    while kill -0 "$pid" 2>/dev/null && ((waited < STOP_TIMEOUT_S * 2)); do
-        sleep 0.5; waited=$((waited + 1))
-    done
-    if kill -0 "$pid" 2>/dev/null; then
-        echo "hbase: $role (pid $pid) ignored SIGTERM for ${STOP_TIMEOUT_S}s, killing" >&2
+    started=$(now_s)
+    if [[ $role == master ]]; then
+        request_master_shutdown
+        wait_exit "$pid" "$STOP_TIMEOUT_S" || kill -TERM "$pid" 2>/dev/null || true
+    else
+        kill -TERM "$pid" 2>/dev/null || true
+    fi
+    if ! wait_exit "$pid" "$STOP_TIMEOUT_S"; then
+        echo "hbase: $role (pid $pid) did not stop within ${STOP_TIMEOUT_S}s, killing" >&2
         kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
     fi
     rm -f "$(pid_file "$role")"
-    echo "hbase: stopped $role (pid $pid) in $((waited / 2))s"
+    echo "hbase: stopped $role (pid $pid) in $(elapsed_since "$started")s"
 }
 
 wait_ready() {

@@ -50,7 +50,20 @@ def body(**sub: Any) -> dict[str, Any]:
       "queries": [{"aggregator": "sum", "metric": "x", "downsample": "1d-sum"}]}),
 ])
 def test_both_doors_give_equal_queries(get: dict[str, list[str]], post: dict[str, Any]) -> None:
+    # A body silent on globalAnnotations gets them (for Grafana's backend path); say false
+    # explicitly to compare with GET's OpenTSDB default.
+    post = {"globalAnnotations": False, **post}
     assert query_from_args(get, NOW_MS) == query_from_json(post, NOW_MS)
+
+
+@pytest.mark.parametrize(("body_flag", "expected"), [(None, True), (True, True), (False, False)])
+def test_global_annotations_default_on_for_json_bodies(body_flag: bool | None,
+                                                        expected: bool) -> None:
+    body: dict[str, Any] = {"start": 1356998400,
+                            "queries": [{"aggregator": "sum", "metric": "m"}]}
+    if body_flag is not None:
+        body["globalAnnotations"] = body_flag
+    assert query_from_json(body, NOW_MS).global_annotations is expected
 
 
 def test_grafana_legacy_body() -> None:

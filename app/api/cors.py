@@ -1,0 +1,70 @@
+"""CORS for ``/api/*``, for Grafana's browser ("direct") access (``RpcHandler#applyCorsConfig``).
+
+Off unless ``tsd.http.request.enable_cors``. Then a request carrying an ``Origin`` in
+``tsd.http.request.cors_domains`` (comma-separated, case-insensitive, or ``*``) gets that origin
+echoed in ``Access-Control-Allow-Origin``, the allowed methods and headers, and (pytsd,
+``tsd.http.request.cors_credentials``) ``Access-Control-Allow-Credentials: true``, which a
+browser needs to send Grafana's ``Authorization`` header or cookies. A preflight ``OPTIONS``
+is answered 200 with no body. Differences from OpenTSDB: an origin not in the list gets a 403
+(OpenTSDB sends the error with status 200), and responses carry ``Vary: Origin``.
+"""
+
+from __future__ import annotations
+
+from flask import Response, current_app, g, request
+
+from app.api import bp
+from app.errors import MethodNotAllowedError, TsdbError
+
+ALLOWED_METHODS = "GET, POST, PUT, DELETE"
+
+
+class CorsForbiddenError(TsdbError):
+    code = 403
+
+
+def _domains() -> set[str] | None:
+    """The allowed origins, upper-cased, or None when CORS is off."""
+    config = current_app.config["TSD"]
+    if not config["tsd.http.request.enable_cors"]:
+        return None
+    domains = config["tsd.http.request.cors_domains"] or ""
+    return {d.strip().upper() for d in domains.split(",") if d.strip()}
+
+
+@bp.before_app_request
+def _check_origin() -> Response | None:
+    if not request.path.startswith("/api"):
+        return None
+    domains = _domains()
+    origin = request.headers.get("Origin", "")
+    if request.method != "OPTIONS" and (domains is None or not origin):
+        return None
+    if domains is None or not origin:
+        raise MethodNotAllowedError(
+            "Method not allowed", "The HTTP method [OPTIONS] is not permitted "
+            + ("(CORS is off: tsd.http.request.enable_cors)" if domains is None
+               else "without an Origin header"))
+    if "*" not in domains and origin.upper() not in domains:
+        raise CorsForbiddenError("CORS domain not allowed",
+                                 f"The domain [{origin}] is not permitted access")
+    g.cors_origin = origin
+    if request.method == "OPTIONS":
+        return Response(status=200)
+    return None
+
+
+@bp.after_app_request
+def _add_headers(response: Response) -> Response:
+    if not request.path.startswith("/api") or _domains() is None:
+        return response
+    response.vary.add("Origin")
+    origin = g.get("cors_origin")
+    if origin:
+        response.headers["Access-Control-Allow-Origin"] = origin
+        response.headers["Access-Control-Allow-Methods"] = ALLOWED_METHODS
+        response.headers["Access-Control-Allow-Headers"] = (
+            current_app.config["TSD"]["tsd.http.request.cors_headers"])
+        if current_app.config["TSD"]["tsd.http.request.cors_credentials"]:
+            response.headers["Access-Control-Allow-Credentials"] = "true"
+    return response

@@ -1,0 +1,447 @@
+"""The HBase backend: the storage interface over HBase's Thrift1 gateway, through happybase.
+
+It reads and writes OpenTSDB's own tables byte for byte; nothing here knows about points or
+UIDs. What it adds to raw happybase:
+
+* a happybase ``ConnectionPool`` per process, created on first use (so after a gunicorn fork),
+  with a socket timeout on every call and connections renewed after a long idle period (Thrift
+  servers close idle sockets, 60 s by default);
+* one retry, on a fresh connection, of calls that are safe to repeat (reads, puts, deletes) when
+  the connection broke; appends, increments and checkAndPuts are never repeated;
+* Thrift and HBase exceptions turned into ``StorageUnavailableError`` (503) or
+  ``StorageError`` (500) with the first line of HBase's message (``hbase_errors``);
+* scans narrowed on the server with byte-exact means only: row ranges, ``columns`` and
+  ``KeyOnlyFilter``. HBase's regex filters decode keys as text, so they are never used;
+* ``scan_many`` reads several row ranges (salt buckets) concurrently, one connection each.
+
+Atomic operations map to Thrift1 calls exactly as OpenTSDB uses them through asynchbase:
+``counter_inc`` is ``atomicIncrement`` (an 8-byte big-endian long), ``check_and_put`` is
+``checkAndPut`` (no expected value = the cell must be absent), ``append`` is ``append``
+(HBase's Append, OpenTSDB's append mode).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
+from itertools import islice
+from typing import Any, TypeVar
+
+import happybase
+from Hbase_thrift import (  # the thriftpy2 module that `import happybase` registers
+    AlreadyExists,
+    BatchMutation,
+    ColumnDescriptor,
+    Mutation,
+    TAppend,
+    TScan,
+)
+from thriftpy2.thrift import TException
+
+from app.config import Config
+from app.errors import NotFoundError, StorageError, StorageUnavailableError
+from app.storage import hbase_errors
+from app.storage.base import Row, prefix_stop
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+Client = Any  # thriftpy2's generated Hbase client: untyped
+Range = tuple[bytes | None, bytes | None]
+
+# Renew a pooled connection idle longer than this: HBase's Thrift server closes sockets idle
+# for hbase.thrift.server.socket.read.timeout (60 s by default), and a write sent on such a
+# socket fails in a way that cannot safely be retried.
+IDLE_RENEW_S = 30.0
+ROWS_PER_GET = 500  # row keys per getRowsWithColumns call
+CELLS_PER_PUT = 20_000  # cells per mutateRows call: large batches, bounded request size
+MAX_ROWS_PER_SCAN_CALL = 1000  # caps the scan batch_size: hour rows hold up to 3600 cells
+# HBase's own family defaults (what `create` in the HBase shell gives), which differ from the
+# Thrift1 ColumnDescriptor's defaults (3 versions, no bloom filter, block cache off).
+FAMILY_DEFAULTS: dict[str, object] = {
+    "maxVersions": 1, "compression": "NONE", "bloomFilterType": "ROW", "blockCacheEnabled": True,
+    "inMemory": False, "timeToLive": 2**31 - 1,
+}
+FAMILY_OPTION_NAMES = {
+    "max_versions": "maxVersions", "compression": "compression", "in_memory": "inMemory",
+    "bloom_filter_type": "bloomFilterType", "block_cache_enabled": "blockCacheEnabled",
+    "time_to_live": "timeToLive",
+}
+
+
+class _ConnectionPool(happybase.ConnectionPool):  # type: ignore[misc]
+    """happybase's pool, plus closing the idle connections (happybase has no close)."""
+
+    def close(self) -> None:
+        while True:
+            try:
+                connection = self._queue.get_nowait()
+            except queue.Empty:
+                return
+            connection.close()
+
+
+class HBaseStore:
+    """A :class:`~app.storage.base.Store` on an HBase Thrift1 server."""
+
+    def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
+                 pool_size: int = 4) -> None:
+        self.host = host
+        self.port = port
+        self.address = f"{host}:{port}"
+        self.table_prefix = table_prefix
+        self.timeout_ms = timeout_ms
+        self.pool_size = max(pool_size, 1)
+        self._lock = threading.Lock()
+        self._pool: _ConnectionPool | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._pid = 0
+        self._known_tables: set[str] = set()
+
+    @classmethod
+    def from_config(cls, config: Config) -> HBaseStore:
+        """From ``tsd.storage=hbase://host:port`` and the ``tsd.storage.hbase.*`` settings."""
+        url = config["tsd.storage"]
+        address = url[len("hbase://"):].strip("/")
+        host, _, port = address.rpartition(":")
+        if not host or not port.isdigit():
+            raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
+        return cls(host, int(port), config["tsd.storage.hbase.table_prefix"],
+                   config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"])
+
+    # ------------------------------------------------------------ connections
+
+    def _connection_pool(self) -> _ConnectionPool:
+        if self._pool is None or self._pid != os.getpid():
+            with self._lock:
+                if self._pool is None or self._pid != os.getpid():
+                    # The pool opens its first connection at once: a down server fails here.
+                    self._pool = _ConnectionPool(
+                        self.pool_size, host=self.host, port=self.port, timeout=self.timeout_ms)
+                    self._executor = None
+                    self._pid = os.getpid()
+        return self._pool
+
+    @contextmanager
+    def _client(self) -> Iterator[Client]:
+        pool = self._connection_pool()
+        with pool.connection(timeout=self.timeout_ms / 1000) as conn:
+            last_used = getattr(conn, "pytsd_last_used", None)
+            if last_used is not None and time.monotonic() - last_used > IDLE_RENEW_S:
+                conn.close()
+                conn.open()
+            yield conn.client
+            conn.pytsd_last_used = time.monotonic()
+
+    def call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
+        """Run ``fn(client)`` on a pooled connection; map failures to storage errors.
+
+        :param op: what is being done, for error messages ("scan tsdb").
+        :param retry: the call is safe to repeat: retry it once on a broken connection.
+        """
+        attempts = 2 if retry else 1
+        for attempt in range(1, attempts + 1):
+            try:
+                with self._client() as client:
+                    return fn(client)
+            except happybase.NoConnectionsAvailable as exc:
+                raise hbase_errors.unavailable(self.address, op, exc) from exc
+            except (TException, OSError) as exc:
+                if not hbase_errors.is_transport_error(exc):
+                    raise hbase_errors.hbase_error(self.address, op, exc) from exc
+                if attempt == attempts or hbase_errors.is_timeout(exc):
+                    log.warning("HBase %s failed: %s", op, hbase_errors.first_line(exc))
+                    raise hbase_errors.unavailable(self.address, op, exc) from exc
+                log.info("retrying HBase %s after a broken connection: %s", op,
+                         hbase_errors.first_line(exc))
+        raise AssertionError("unreachable")
+
+    def executor(self) -> ThreadPoolExecutor:
+        """Threads for concurrent scans: one per pooled connection, per process."""
+        self._connection_pool()
+        with self._lock:
+            if self._executor is None:
+                self._executor = ThreadPoolExecutor(self.pool_size,
+                                                    thread_name_prefix="pytsd-hbase-scan")
+            return self._executor
+
+    # ------------------------------------------------------------ tables
+
+    def full_name(self, name: str) -> bytes:
+        """The HBase table name: the configured prefix (or ``namespace:``) + ``name``."""
+        return (self.table_prefix + name).encode("utf-8")
+
+    def table(self, name: str) -> HBaseTable:
+        if name not in self._known_tables:
+            if name not in self.table_names():
+                raise NotFoundError(f"Table not found: {self.table_prefix}{name}",
+                                    "Run `pytsd create-tables` to create OpenTSDB's tables")
+        return HBaseTable(self, name)
+
+    def table_names(self) -> list[str]:
+        """This store's tables (those starting with the prefix), without the prefix."""
+        raw = self.call("list tables", lambda c: c.getTableNames(), retry=True)
+        prefix = self.table_prefix.encode("utf-8")
+        names = sorted(n[len(prefix):].decode("utf-8") for n in raw if n.startswith(prefix))
+        self._known_tables = set(names)
+        return names
+
+    def create_table(self, name: str, families: Mapping[str, Mapping[str, object]]) -> bool:
+        descriptors = [_column_descriptor(family, options) for family, options in families.items()]
+        full = self.full_name(name)
+        try:
+            self.call(f"create table {full.decode()}",
+                      lambda c: c.createTable(full, descriptors))
+        except StorageError as exc:
+            if isinstance(exc.__cause__, AlreadyExists):
+                self._known_tables.add(name)
+                return False
+            raise
+        self._known_tables.add(name)
+        return True
+
+    def drop_tables(self) -> list[str]:
+        """Disable and delete every table of this store's prefix (tests, never the CLI)."""
+        if not self.table_prefix:
+            raise StorageError("Refusing to drop tables without a tsd.storage.hbase.table_prefix")
+        dropped = []
+        for name in self.table_names():
+            self._drop(self.full_name(name))
+            dropped.append(name)
+        self._known_tables.clear()
+        return dropped
+
+    def _drop(self, full: bytes) -> None:
+        self.call(f"disable table {full.decode()}", lambda c: c.disableTable(full))
+        self.call(f"delete table {full.decode()}", lambda c: c.deleteTable(full))
+
+    def clear_tables(self) -> None:
+        """Delete every row of this store's tables, keeping the tables (tests: creating and
+        dropping OpenTSDB's four tables costs seconds, clearing a small one milliseconds)."""
+        if not self.table_prefix:
+            raise StorageError("Refusing to clear tables without a tsd.storage.hbase.table_prefix")
+        for name in self.table_names():
+            HBaseTable(self, name).clear()
+        # A delete marker hides every cell written up to its millisecond: let the clock move
+        # past it so the next write is not hidden by it.
+        time.sleep(0.002)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._pid == os.getpid():
+                # Never in a forked child: closing shuts the socket down for the parent too.
+                if self._executor is not None:
+                    self._executor.shutdown(wait=True)
+                if self._pool is not None:
+                    self._pool.close()
+            self._pool, self._executor = None, None
+
+
+class HBaseTable:
+    """One HBase table, as the storage interface sees it."""
+
+    def __init__(self, store: HBaseStore, name: str) -> None:
+        self.store = store
+        self.name = name
+        self.full_name = store.full_name(name)
+
+    def _call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
+        return self.store.call(f"{op} {self.name}", fn, retry)
+
+    def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        found = self._call("get row of", lambda c: c.getRowWithColumns(
+            self.full_name, row, list(columns or ()), {}), retry=True)
+        return _cells(found[0].columns) if found else {}
+
+    def row_write_times(self, row: bytes) -> dict[bytes, int]:
+        found = self._call("get row of", lambda c: c.getRow(self.full_name, row, {}), retry=True)
+        if not found:
+            return {}
+        return {column: cell.timestamp for column, cell in sorted(found[0].columns.items())}
+
+    def rows(self, rows: Sequence[bytes],
+             columns: Sequence[bytes] | None = None) -> list[tuple[bytes, Row]]:
+        found: dict[bytes, Row] = {}
+        for start in range(0, len(rows), ROWS_PER_GET):
+            found.update(self._get_rows(list(rows[start:start + ROWS_PER_GET]), columns))
+        return [(key, found[key]) for key in rows if found.get(key)]
+
+    def _get_rows(self, keys: list[bytes],
+                  columns: Sequence[bytes] | None) -> Iterator[tuple[bytes, Row]]:
+        results = self._call("get rows of", lambda c: c.getRowsWithColumns(
+            self.full_name, keys, list(columns or ()), {}), retry=True)
+        return ((result.row, _cells(result.columns)) for result in results)
+
+    def scan(self, row_start: bytes | None = None, row_stop: bytes | None = None,
+             row_prefix: bytes | None = None, columns: Sequence[bytes] | None = None,
+             limit: int | None = None, batch_size: int = 1000,
+             keys_only: bool = False) -> Iterator[tuple[bytes, Row]]:
+        if row_prefix is not None:
+            row_start, row_stop = row_prefix, prefix_stop(row_prefix)
+        per_call = max(1, min(batch_size, MAX_ROWS_PER_SCAN_CALL, limit or batch_size))
+        scanner = _Scanner(self, row_start or b"", row_stop, list(columns or ()), per_call,
+                           b"KeyOnlyFilter()" if keys_only else None)
+        return scanner.rows(limit)
+
+    def scan_many(self, ranges: Sequence[Range],
+                  columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
+        """The rows of each ``[start, stop)`` range in turn, fetched concurrently."""
+        if len(ranges) < 2:
+            for start, stop in ranges:
+                yield from self.scan(row_start=start, row_stop=stop, columns=columns)
+            return
+        executor = self.store.executor()
+        futures: list[Future[list[tuple[bytes, Row]]]] = [
+            executor.submit(self._scan_list, start, stop, columns) for start, stop in ranges]
+        try:
+            for future in futures:
+                yield from future.result()
+        finally:
+            for future in futures:
+                future.cancel()
+
+    def _scan_list(self, start: bytes | None, stop: bytes | None,
+                   columns: Sequence[bytes] | None) -> list[tuple[bytes, Row]]:
+        return list(self.scan(row_start=start, row_stop=stop, columns=columns))
+
+    def put(self, row: bytes, data: Mapping[bytes, bytes]) -> None:
+        self.put_many([(row, data)])
+
+    def put_many(self, puts: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
+        batch: list[Any] = []
+        cells = 0
+        for row, data in puts:
+            batch.append(BatchMutation(row=row, mutations=[
+                Mutation(column=column, value=value) for column, value in data.items()]))
+            cells += len(data)
+            if cells >= CELLS_PER_PUT:
+                self._mutate(batch)
+                batch, cells = [], 0
+        if batch:
+            self._mutate(batch)
+
+    def _mutate(self, batch: list[Any]) -> None:
+        # Puts and deletes are idempotent: repeating one after a broken connection is safe.
+        self._call("write to", lambda c: c.mutateRows(self.full_name, batch, {}), retry=True)
+
+    def append(self, row: bytes, column: bytes, value: bytes) -> None:
+        append = TAppend(table=self.full_name, row=row, columns=[column], values=[value])
+        self._call("append to", lambda c: c.append(append))
+
+    def delete(self, row: bytes, columns: Sequence[bytes] | None = None) -> None:
+        if columns is None:
+            self._call("delete from", lambda c: c.deleteAllRow(self.full_name, row, {}),
+                       retry=True)
+            return
+        mutations = [Mutation(isDelete=True, column=column) for column in columns]
+        self._mutate([BatchMutation(row=row, mutations=mutations)])
+
+    def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
+        return int(self._call("increment a counter in", lambda c: c.atomicIncrement(
+            self.full_name, row, column, value)))
+
+    def check_and_put(self, row: bytes, column: bytes, expected: bytes | None,
+                      value: bytes) -> bool:
+        mutation = Mutation(column=column, value=value)
+        return bool(self._call("check and put in", lambda c: c.checkAndPut(
+            self.full_name, row, column, expected, mutation, {})))
+
+    def clear(self) -> None:
+        """Delete every row (whole families, so no qualifier is missed)."""
+        descriptors = self._call("describe", lambda c: c.getColumnDescriptors(self.full_name),
+                                 retry=True)
+        families = [name.rstrip(b":") for name in descriptors]
+        keys = [key for key, _ in _Scanner(self, b"", None, [], MAX_ROWS_PER_SCAN_CALL,
+                                           b"FirstKeyOnlyFilter() AND KeyOnlyFilter()").rows()]
+        for start in range(0, len(keys), MAX_ROWS_PER_SCAN_CALL):
+            self._mutate([BatchMutation(row=key, mutations=[
+                Mutation(isDelete=True, column=family) for family in families])
+                for key in keys[start:start + MAX_ROWS_PER_SCAN_CALL]])
+
+
+class _Scanner:
+    """A Thrift1 scanner read batch by batch; each batch borrows a pooled connection only for
+    its call (scanner ids live in the gateway, not in a connection), so an abandoned or slow
+    consumer never holds a connection. A broken connection or an expired scanner lease
+    reopens the scan just after the last row returned."""
+
+    def __init__(self, table: HBaseTable, start: bytes, stop: bytes | None,
+                 columns: list[bytes], per_call: int, filter_string: bytes | None) -> None:
+        self.table = table
+        self.start = start
+        self.stop = stop
+        self.columns = columns
+        self.per_call = per_call
+        self.filter_string = filter_string
+
+    def _open(self, start: bytes) -> int:
+        scan = TScan(startRow=start, stopRow=self.stop, columns=self.columns or None,
+                     caching=self.per_call, filterString=self.filter_string, sortColumns=True)
+        return int(self.table._call("scan", lambda c: c.scannerOpenWithScan(
+            self.table.full_name, scan, {}), retry=True))
+
+    def _close(self, scanner_id: int) -> None:
+        try:
+            self.table.store.call("close a scanner", lambda c: c.scannerClose(scanner_id))
+        except StorageError as exc:  # the gateway expires it anyway; the rows are read
+            log.info("could not close an HBase scanner: %s", exc.details)
+
+    def _next(self, scanner_id: int, resume: bytes) -> tuple[int, list[Any]]:
+        try:
+            return scanner_id, self.table._call(
+                "scan", lambda c: c.scannerGetList(scanner_id, self.per_call))
+        except StorageError as exc:
+            cause = exc.__cause__
+            if cause is None or not (hbase_errors.is_lost_scanner(cause) or (
+                    hbase_errors.is_transport_error(cause)
+                    and not hbase_errors.is_timeout(cause))):
+                raise
+        log.info("reopening an HBase scan of %s", self.table.name)
+        scanner_id = self._open(resume)
+        return scanner_id, self.table._call(
+            "scan", lambda c: c.scannerGetList(scanner_id, self.per_call))
+
+    def rows(self, limit: int | None = None) -> Iterator[tuple[bytes, Row]]:
+        scanner_id = self._open(self.start)
+        reachable = True
+        resume = self.start
+        try:
+            remaining = limit
+            while remaining is None or remaining > 0:
+                scanner_id, results = self._next(scanner_id, resume)
+                for result in islice(results, remaining):
+                    yield result.row, {col.columnName: col.cell.value
+                                       for col in result.sortedColumns}
+                if results:
+                    resume = results[-1].row + b"\x00"  # the smallest key after the last
+                if remaining is not None:
+                    remaining -= len(results)
+                if len(results) < self.per_call:
+                    return  # a short batch is the end of the range
+        except StorageUnavailableError:
+            reachable = False  # closing would only wait for the same unreachable server
+            raise
+        finally:
+            if reachable:
+                self._close(scanner_id)
+
+
+def _cells(columns: Mapping[bytes, Any] | None) -> Row:
+    """``{column: TCell}`` -> ``{column: value}`` in HBase's column order (the gateway's map
+    is sorted by signed bytes, HBase's order is unsigned)."""
+    return {column: cell.value for column, cell in sorted((columns or {}).items())}
+
+
+def _column_descriptor(family: str, options: Mapping[str, object]) -> Any:
+    fields = dict(FAMILY_DEFAULTS)
+    for option, value in options.items():
+        if option not in FAMILY_OPTION_NAMES:
+            raise StorageError(f"Unknown column family option for HBase: {option}")
+        fields[FAMILY_OPTION_NAMES[option]] = value
+    return ColumnDescriptor(name=family.encode("utf-8") + b":", **fields)

@@ -1,0 +1,93 @@
+// The create / edit form: validation, then PUT (and DELETE when a note moves).
+
+import { apiTime, deleteNote, noteExists, putNote } from "./api.js";
+import { fromLocalInput } from "./time.js";
+
+export function customText(custom) {
+  return custom ? Object.entries(custom).map(([k, v]) => `${k}=${v}`).join("\n") : "";
+}
+
+function parseCustom(text, errors) {
+  const custom = {};
+  text.split("\n").forEach((line, index) => {
+    if (!line.trim()) return;
+    const eq = line.indexOf("=");
+    const key = eq > 0 ? line.slice(0, eq).trim() : "";
+    if (!key) {
+      errors.push({ field: "note-custom", message: `Custom fields: line ${index + 1} is not key=value.` });
+    } else if (key in custom) {
+      errors.push({ field: "note-custom", message: `Custom fields: the key “${key}” appears twice.` });
+    } else {
+      custom[key] = line.slice(eq + 1).trim();
+    }
+  });
+  return Object.keys(custom).length ? custom : null;
+}
+
+/** Read and check the form; returns {note, startMs, errors}. */
+export function readForm(form) {
+  const errors = [];
+  const scope = form.elements.scope.value;
+  const tsuid = scope === "series" ? form.elements.tsuid.value : "";
+  if (scope === "series" && !tsuid) {
+    errors.push({ field: "note-series", message: "Choose a series, or make the note global." });
+  }
+  const startMs = fromLocalInput(form.elements.start.value);
+  if (!Number.isFinite(startMs) || startMs < 1000) {
+    errors.push({ field: "note-start", message: "Enter a valid start time." });
+  }
+  const endMs = fromLocalInput(form.elements.end.value);
+  if (form.elements.end.value && !Number.isFinite(endMs)) {
+    errors.push({ field: "note-end", message: "Enter a valid end time, or leave it empty." });
+  } else if (Number.isFinite(endMs) && Number.isFinite(startMs) && endMs < startMs) {
+    errors.push({ field: "note-end", message: "The end must not be before the start." });
+  }
+  const description = form.elements.description.value.trim();
+  if (!description) errors.push({ field: "note-description", message: "Enter a description." });
+  const custom = parseCustom(form.elements.custom.value, errors);
+  const note = { startTime: apiTime(startMs), endTime: Number.isFinite(endMs) ? apiTime(endMs) : 0,
+    description, notes: form.elements.notes.value, custom };
+  if (tsuid) note.tsuid = tsuid;
+  return { note, startMs, errors };
+}
+
+/** Show the errors as a linked summary, mark the fields, move focus to the summary. */
+export function showErrors(form, box, errors) {
+  for (const field of form.querySelectorAll("[aria-invalid]")) field.removeAttribute("aria-invalid");
+  box.replaceChildren();
+  box.hidden = !errors.length;
+  if (!errors.length) return;
+  const title = document.createElement("p");
+  title.textContent = errors.length === 1 ? "Please fix this:" : "Please fix these:";
+  const list = document.createElement("ul");
+  for (const { field, message } of errors) {
+    const item = document.createElement("li");
+    const target = field && document.getElementById(field);
+    if (target) {
+      target.setAttribute("aria-invalid", "true");
+      const link = document.createElement("a");
+      link.href = `#${field}`;
+      link.textContent = message;
+      item.append(link);
+    } else {
+      item.textContent = message;
+    }
+    list.append(item);
+  }
+  box.append(title, list);
+  box.focus();
+}
+
+/**
+ * Save: a new note must not overwrite another one at the same time; an edited note that
+ * changed its start or series is written anew and the old one deleted.
+ */
+export async function saveNote(note, startMs, original) {
+  const moved = !original || original.tsuid !== (note.tsuid || "") || original.startMs !== startMs;
+  if (moved && await noteExists(note.tsuid || "", startMs)) {
+    throw new Error("Another note already starts at this time for this series: edit that one instead.");
+  }
+  const result = await putNote(note);
+  if (original && moved) await deleteNote(original.tsuid, original.startTime);
+  return result;
+}

@@ -1,0 +1,115 @@
+"""CORS for Grafana's browser access mode (contract Q18, OpenTSDB's RpcHandler#applyCorsConfig).
+
+Browsers need, for a credentialed cross-origin request: the origin echoed in
+Access-Control-Allow-Origin (``*`` is refused with credentials), Allow-Credentials ``true``,
+and, on the preflight, the request's headers (Authorization) among Allow-Headers.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from app import create_app
+from app.tsdb import TSDB
+from tests.conftest import drop_tables, make_tsdb
+
+GRAFANA = "http://grafana.example:3000"
+PREFLIGHT = {"Origin": GRAFANA, "Access-Control-Request-Method": "POST",
+             "Access-Control-Request-Headers": "authorization,content-type"}
+
+
+@pytest.fixture
+def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[..., FlaskClient]]:
+    made: list[TSDB] = []
+
+    def build(domains: str, extra: dict[str, str] | None = None) -> FlaskClient:
+        settings = {"tsd.http.request.enable_cors": "true",
+                    "tsd.http.request.cors_domains": domains, **(extra or {})}
+        tsdb = make_tsdb({**tsd_config, **settings})
+        made.append(tsdb)
+        app = create_app(dict(tsdb.config))
+        app.extensions["tsdb"] = tsdb
+        return app.test_client()
+
+    yield build
+    for tsdb in made:
+        drop_tables(tsdb)
+
+
+def test_off_by_default(client: FlaskClient) -> None:
+    response = client.get("/api/suggest?type=metrics", headers={"Origin": GRAFANA})
+    assert response.status_code == 200
+    assert "Access-Control-Allow-Origin" not in response.headers
+    preflight = client.options("/api/query", headers=PREFLIGHT)
+    assert preflight.status_code == 405
+    assert "Access-Control-Allow-Origin" not in preflight.headers
+
+
+def test_preflight(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client(f"http://other.example, {GRAFANA}")
+    response = client.options("/api/query", headers=PREFLIGHT)
+    assert response.status_code == 200
+    assert response.data == b""
+    assert response.headers["Access-Control-Allow-Origin"] == GRAFANA
+    assert response.headers["Access-Control-Allow-Credentials"] == "true"
+    assert response.headers["Access-Control-Allow-Methods"] == "GET, POST, PUT, DELETE"
+    allowed = {h.strip().lower()
+               for h in response.headers["Access-Control-Allow-Headers"].split(",")}
+    assert {"authorization", "content-type"} <= allowed
+
+
+def test_simple_request_and_errors_carry_the_headers(
+        make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client(GRAFANA.upper())  # domains match case-insensitively
+    response = client.get("/api/suggest?type=metrics", headers={"Origin": GRAFANA})
+    assert response.status_code == 200
+    assert response.headers["Access-Control-Allow-Origin"] == GRAFANA
+    assert "Origin" in response.headers["Vary"]
+    # A browser can only show Grafana the error message if the error carries the headers.
+    error = client.get("/api/suggest?type=nope", headers={"Origin": GRAFANA})
+    assert error.status_code == 400
+    assert error.headers["Access-Control-Allow-Origin"] == GRAFANA
+
+
+def test_wildcard_domain_echoes_the_origin(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client("*")
+    response = client.get("/api/version", headers={"Origin": "https://any.example"})
+    assert response.headers["Access-Control-Allow-Origin"] == "https://any.example"
+
+
+def test_refused_origin(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client(GRAFANA)
+    response = client.get("/api/version", headers={"Origin": "https://evil.example"})
+    assert response.status_code == 403
+    assert response.get_json()["error"] == {
+        "code": 403, "message": "CORS domain not allowed",
+        "details": "The domain [https://evil.example] is not permitted access"}
+    assert "Access-Control-Allow-Origin" not in response.headers
+    preflight = client.options("/api/query", headers={**PREFLIGHT,
+                                                      "Origin": "https://evil.example"})
+    assert preflight.status_code == 403
+
+
+def test_without_origin_nothing_changes(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client(GRAFANA)
+    response = client.get("/api/version")
+    assert response.status_code == 200
+    assert "Access-Control-Allow-Origin" not in response.headers
+    assert client.options("/api/version").status_code == 405
+
+
+def test_credentials_can_be_turned_off(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client(GRAFANA, {"tsd.http.request.cors_credentials": "false"})
+    response = client.options("/api/query", headers=PREFLIGHT)
+    assert response.headers["Access-Control-Allow-Origin"] == GRAFANA
+    assert "Access-Control-Allow-Credentials" not in response.headers
+
+
+def test_only_the_api(make_client: Callable[..., FlaskClient]) -> None:
+    client = make_client("*")
+    response = client.get("/", headers={"Origin": GRAFANA})
+    assert "Access-Control-Allow-Origin" not in response.headers
