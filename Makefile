@@ -8,7 +8,7 @@ export TSD_STORAGE ?= sqlite:///$(CURDIR)/data/pytsd.db
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-test run serve demo test test-fast lint fmt typecheck check bench \
-        hbase-up hbase-down hbase-status ci clean
+        hbase-up hbase-down hbase-status up down ci clean
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -37,10 +37,10 @@ test: install-test  ## Run the whole test suite (HBase tests too when `make hbas
 test-fast:  ## Run the tests without installing anything first
 	scripts/run-tests.sh
 
-lint:  ## ruff check + format check
+lint:  ## ruff check (pyflakes, pycodestyle, isort, bugbear, complexity, import bans)
 	$(PYTHON) -m ruff check .
 
-fmt:  ## Apply ruff's fixes
+fmt:  ## Apply ruff's safe fixes
 	$(PYTHON) -m ruff check --fix .
 
 typecheck:  ## mypy over app/ and plugin/
@@ -59,6 +59,12 @@ hbase-down:  ## Stop that HBase
 
 hbase-status:  ## Is that HBase running?
 	$(HBASE) status
+
+up:  ## docker compose up: HBase, pytsd with demo data, provisioned Grafana
+	docker compose up -d --build
+
+down:  ## docker compose down (keeps the data volumes)
+	docker compose down
 
 ci:  ## What CI runs: lint, typecheck, HBase up, the test suite, HBase down
 	scripts/ci.sh

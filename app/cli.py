@@ -62,7 +62,9 @@ def read_lines(raw: IO[bytes]) -> Iterator[str]:
     gzipped = raw.read(2) == b"\x1f\x8b"
     raw.seek(0)
     stream: IO[bytes] = gzip.GzipFile(fileobj=raw) if gzipped else raw  # type: ignore[assignment]
-    yield from io.TextIOWrapper(stream, encoding="utf-8")
+    text = io.TextIOWrapper(stream, encoding="utf-8")
+    yield from text
+    text.detach()  # leave closing the file to its owner
 
 
 @main.command("import")
@@ -89,26 +91,24 @@ def import_file(writer: PointWriter, path: str, progress: bool) -> tuple[int, in
 
     importer = Importer(writer)
     ok = failed = 0
-    raw = open(path, "rb")  # noqa: SIM115 - closed below, after the progress bar
-    bar = tqdm(total=os.path.getsize(path), unit="B", unit_scale=True, desc=path,
-               disable=not progress, file=sys.stderr)
-    for number, line in enumerate(read_lines(raw), start=1):
-        if number % 10_000 == 0:
-            bar.update(raw.tell() - bar.n)  # compressed bytes read so far
-        if not line.strip() or line.startswith("#"):
-            continue
-        try:
-            importer.add(line)
-        except TsdbError as exc:
-            failed += 1
-            click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)
-            continue
-        if importer.pending >= BATCH_POINTS:
-            ok += importer.flush()
-    ok += importer.flush()
-    bar.update(raw.tell() - bar.n)
-    bar.close()
-    raw.close()
+    with open(path, "rb") as raw, tqdm(total=os.path.getsize(path), unit="B",
+                                       unit_scale=True, desc=path, disable=not progress,
+                                       file=sys.stderr) as bar:
+        for number, line in enumerate(read_lines(raw), start=1):
+            if number % 10_000 == 0:
+                bar.update(raw.tell() - bar.n)  # compressed bytes read so far
+            if not line.strip() or line.startswith("#"):
+                continue
+            try:
+                importer.add(line)
+            except TsdbError as exc:
+                failed += 1
+                click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)
+                continue
+            if importer.pending >= BATCH_POINTS:
+                ok += importer.flush()
+        ok += importer.flush()
+        bar.update(bar.total - bar.n)
     return ok, failed
 
 

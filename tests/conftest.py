@@ -60,6 +60,18 @@ class HBaseTableSets:
         if prefix in self.known and prefix not in self.free:
             self.free.append(prefix)
 
+    def recycle(self, config: dict[str, Any]) -> None:
+        """Clear and release a test's table set that no ``drop_tables`` released."""
+        prefix = config.get("tsd.storage.hbase.table_prefix")
+        if prefix not in self.known or prefix in self.free:
+            return
+        from app.storage.hbase import HBaseStore
+
+        store = HBaseStore.from_config(load_config(config, environ={}))
+        store.clear_tables()
+        store.close()
+        self.release(prefix)
+
     def drop_all(self) -> None:
         """At the end of the session: drop every table this session created."""
         address = os.environ.get("TSD_TEST_HBASE")
@@ -124,9 +136,11 @@ def backend(request: pytest.FixtureRequest) -> str:
 
 
 @pytest.fixture
-def tsd_config(backend: str, tmp_path: Path) -> dict[str, Any]:
+def tsd_config(backend: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     """Settings for an empty store; tests may add keys before building the app."""
-    return backend_config(backend, tmp_path, {"tsd.core.auto_create_metrics": True})
+    config = backend_config(backend, tmp_path, {"tsd.core.auto_create_metrics": True})
+    yield config
+    HBASE_TABLE_SETS.recycle(config)
 
 
 @pytest.fixture

@@ -9,11 +9,12 @@ Grammar of the cells decoded (see :mod:`app.storage.codec_cells` for the full on
 How: every data cell is a *segment* of points. Segments whose qualifiers all have one width
 (seconds: 2 bytes, ms: 4 bytes) are concatenated, across all rows of a call, into one buffer that
 numpy reads as ``>u2`` / ``>u4`` words, so offsets, flags and lengths come out without a
-per-point Python loop. Values are read in one gather: for each point, the 8-byte big-endian
-window that *ends* at its last byte (the value buffer starts with 8 zero bytes), which is the
-value itself for 8-byte values, holds a 4-byte float in its low half, and gives a 1/2/4-byte
-integer after a sign-extending shift pair. When all points share one encoding the buffer is
-simply viewed as an array.
+per-point Python loop. When all points share one encoding, the value buffer is simply viewed
+as an array. Otherwise value ends come from a cumulative sum of the lengths, and values from one
+gather: for each point, the W-byte big-endian window that *ends* at its last byte (W is the
+widest value present; the buffer starts with 8 zero bytes), which is the value itself for a
+W-byte value, holds a float32 in its low half, and gives a shorter integer after a
+sign-extending pair of shifts.
 
 A segment whose value bytes or qualifier widths disagree with its group falls back to the
 per-point path of ``codec_cells``; mixed-resolution columns and append columns take that path
@@ -26,7 +27,7 @@ later entry wins.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from itertools import chain
 from typing import Any, NamedTuple
@@ -47,6 +48,7 @@ from app.storage.codec_cells import (
     IllegalDataError,
     cell_kind,
     cell_points,
+    cell_rank,
 )
 
 Int64s = npt.NDArray[np.int64]
@@ -97,7 +99,7 @@ class _Group:
         self.dtype = np.dtype(">u2" if width == 2 else ">u4")
         self.quals: list[bytes] = []
         # Value bytes without the meta byte: a memoryview of the stored value (no copy) for a
-        # compacted column, the (fixed) value of a single cell.
+        # compacted column, the stored value of a single cell.
         self.vals: list[bytes | memoryview] = []
         self.rows: list[int] = []
 
@@ -113,7 +115,8 @@ class _Group:
         if bad.size:
             refused = [(self.rows[i], self.quals[i], _stored(self.vals[i])) for i in bad]
             self._drop(bad)
-            return self.decode(row_base_ms)[0], refused
+            part, more = self.decode(row_base_ms)
+            return part, refused + more
         if self.width == 2:
             offset_ms = np.multiply(words >> FLAG_BITS, 1000, dtype=np.int32)
         else:
@@ -190,10 +193,6 @@ class _Batch:
                 group.vals.append(memoryview(v)[:-1])
                 group.rows.append(row)
 
-    def write_time(self, row: int, q: bytes) -> int:
-        """The write time of the cell stored under ``q`` (-1: unknown, 0: none given)."""
-        return 0 if self.write_ts is None else self.write_ts.get(q, -1)
-
     def finish(self) -> DecodedRow:
         row_base_ms = np.array(self.row_base_ms, dtype=np.int64)
         seconds, refused_s = self.seconds.decode(row_base_ms)
@@ -205,7 +204,7 @@ class _Batch:
                               np.empty(0, np.bool_))
         part = parts[0] if len(parts) == 1 else _concat(parts)
         values, is_int = _decode_values(part)
-        return _ascending(part, values, is_int, self.write_time)
+        return _ascending(part, values, is_int, self.write_ts)
 
 
 def _decode_slow(raws: list[Raw], row_base_ms: list[int]) -> _Part | None:
@@ -327,7 +326,7 @@ def _float_bits(bits: npt.NDArray[np.signedinteger], flags: UInt8s) -> npt.NDArr
 
 
 def _ascending(part: _Part, values: npt.NDArray[np.float64], is_int: npt.NDArray[np.bool_],
-               write_time: Callable[[int, bytes], int]) -> DecodedRow:
+               write_ts: Mapping[bytes, int] | None) -> DecodedRow:
     """Sort by time and keep one point per timestamp, the winner of its duplicates."""
     ts = part.ts_ms
     if ts.size < 2 or bool((ts[1:] > ts[:-1]).all()):
@@ -337,12 +336,12 @@ def _ascending(part: _Part, values: npt.NDArray[np.float64], is_int: npt.NDArray
     dup = ordered_ts[1:] == ordered_ts[:-1]
     has_duplicates = bool(dup.any())
     if has_duplicates:
-        order = _winners(part, order, dup, write_time)
+        order = _winners(part, order, dup, write_ts)
     return DecodedRow(ts[order], values[order], is_int[order], has_duplicates)
 
 
 def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_],
-             write_time: Callable[[int, bytes], int]) -> Int64s:
+             write_ts: Mapping[bytes, int] | None) -> Int64s:
     """Indexes, ascending in time, of the one point kept per timestamp."""
     ts = part.ts_ms
     seg_of_point = np.repeat(np.arange(part.counts.size), part.counts)
@@ -350,9 +349,7 @@ def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_],
     clashing = np.concatenate([order[1:][dup], order[:-1][dup]])
     # Rank only the cells of rows that have duplicates: a Python sort, but a small one.
     segs = np.flatnonzero(np.isin(rows, rows[seg_of_point[clashing]])).tolist()
-    rows_, quals = part.rows, part.quals
-    segs.sort(key=lambda i: (rows_[i], write_time(rows_[i], quals[i]), cell_kind(quals[i]),
-                             quals[i]))
+    segs.sort(key=lambda i: (part.rows[i], _rank(part.quals[i], write_ts)))
     rank = np.zeros(part.counts.size, dtype=np.int64)
     rank[segs] = np.arange(1, len(segs) + 1)
     order = np.lexsort((np.arange(ts.size), rank[seg_of_point], ts))
@@ -360,6 +357,12 @@ def _winners(part: _Part, order: Int64s, dup: npt.NDArray[np.bool_],
     last = np.ones(ts.size, dtype=bool)
     last[:-1] = ordered_ts[1:] != ordered_ts[:-1]
     return order[last]
+
+
+def _rank(q: bytes, write_ts: Mapping[bytes, int] | None) -> tuple[int, int, bytes]:
+    kind = cell_kind(q)
+    assert kind is not None  # only data cells become segments
+    return cell_rank(q, kind, write_ts)
 
 
 def decode_row(base_time_s: int, cells: Iterable[Cell],

@@ -75,7 +75,7 @@ FAMILY_OPTION_NAMES = {
 }
 
 
-class _ConnectionPool(happybase.ConnectionPool):  # type: ignore[misc]
+class _ConnectionPool(happybase.ConnectionPool):
     """happybase's pool, plus closing the idle connections (happybase has no close)."""
 
     def close(self) -> None:
@@ -136,7 +136,11 @@ class HBaseStore:
             if last_used is not None and time.monotonic() - last_used > IDLE_RENEW_S:
                 conn.close()
                 conn.open()
-            yield conn.client
+            try:
+                yield conn.client
+            except (TException, OSError):
+                conn.close()  # happybase then replaces the client, but leaks the old socket
+                raise
             conn.pytsd_last_used = time.monotonic()
 
     def call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
@@ -195,6 +199,8 @@ class HBaseStore:
     def create_table(self, name: str, families: Mapping[str, Mapping[str, object]]) -> bool:
         descriptors = [_column_descriptor(family, options) for family, options in families.items()]
         full = self.full_name(name)
+        if name in self.table_names():
+            return False
         try:
             self.call(f"create table {full.decode()}",
                       lambda c: c.createTable(full, descriptors))

@@ -77,10 +77,10 @@ def cell_of(tsdb: TSDB, tsuid: str, start: int) -> tuple[bytes, bytes]:
     """``(row_key, column)`` of the note of ``tsuid`` (``""``: global) starting at ``start``."""
     if start < 1:
         raise BadRequestError("The start timestamp has not been set")
+    if start >= 1000 << 32:  # past what a 32-bit base time can hold, even as milliseconds
+        raise BadRequestError(f"The start timestamp {start} is out of range")
     ts = storage_time(start)
     base_s = codec.base_time_s(ts)
-    if base_s > MAX_BASE_S:
-        raise BadRequestError(f"The start timestamp {start} is out of range")
     if tsuid:
         row = tsdb.layout.row_key_from_tsuid(tsuid_bytes(tsdb, tsuid), base_s)
     else:

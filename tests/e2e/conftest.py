@@ -69,6 +69,7 @@ def live_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory) -> It
     port = free_port()
     log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
     env = {**os.environ, "TSD_STORAGE": demo_store, "GUNICORN_CMD_ARGS": "",
+           "TSD_CORE_AUTO_CREATE_METRICS": "true",
            "PYTHONPATH": str(ROOT)}
     with log.open("wb") as out:
         process = subprocess.Popen(

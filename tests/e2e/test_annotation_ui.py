@@ -208,9 +208,10 @@ def test_markup_is_shown_as_text(page: Any, live_server: str) -> None:
     dialogs: list[str] = []
     page.on("dialog", lambda dialog: (dialogs.append(dialog.message), dialog.dismiss()))
     markup = f"<img src=x onerror=alert(1)> {uuid.uuid4().hex[:6]}"
-    requests.put(f"{live_server}/api/annotation", timeout=10, json={
+    response = requests.put(f"{live_server}/api/annotation", timeout=10, json={
         "startTime": int(time.time()) - 5 * 3600, "description": f"API {markup}",
         "notes": "<b>bold?</b>", "custom": {"<i>k</i>": "<script>alert(2)</script>"}})
+    assert response.status_code == 200, response.text
     open_page(page, live_server)
     fill_note(page, markup, int(time.time()) - 5 * 3600 + 60)
     page.get_by_role("button", name="Create note").click()

@@ -519,3 +519,15 @@ def test_edit_a_raw_note_then_opentsdb_can_read_it_back(client: FlaskClient,
         b'{"tsuid":"000001000001000001","startTime":1388450563,"endTime":1419984000,'
         b'"description":"Edited","notes":"Nothing","custom":null}')
     assert seeded.data_table().row(TSUID_ROW)[b"t:\x50\x10"] == b"\x01"  # data untouched
+
+
+def test_start_out_of_range(client: FlaskClient, seeded: TSDB) -> None:
+    # A base time must fit the row key's 4 bytes: the last second does, 1000 * 2**32 ms does
+    # not (pytsd: 400, rather than a note in a wrong row).
+    last = client.post("/api/annotation", data=json.dumps(
+        {"startTime": 0xFFFFFFFF, "description": "last"}))
+    assert last.status_code == 200
+    start = 1000 << 32
+    response = client.post("/api/annotation", data=json.dumps(
+        {"startTime": start, "description": "far"}))
+    assert_error(response, 400, f"The start timestamp {start} is out of range")

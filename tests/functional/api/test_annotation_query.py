@@ -47,6 +47,7 @@ def query(client: FlaskClient, body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def test_series_notes_only_within_the_range(loaded: FlaskClient) -> None:
     result = query(loaded, {"start": HOUR + 1000, "end": HOUR + 4000,
+                            "globalAnnotations": False,
                             "queries": [{"aggregator": "sum", "metric": "sys.cpu.user"}]})
     notes = result[0]["annotations"]
     assert [(n["description"], n["startTime"]) for n in notes] == [
