@@ -16,6 +16,7 @@ from app.api import (  # noqa: E402,F401
     errors,
     last,
     meta,
+    mode,
     put,
     query,
     search,

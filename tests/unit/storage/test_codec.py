@@ -342,6 +342,15 @@ def test_decode_compacted_columns(qualifier: str, expected_ms: list[int]) -> Non
     assert sorted(row.values.tolist()) == [4.0, 5.0, 6.0]
 
 
+def test_decode_mixed_column_whose_meta_byte_says_otherwise() -> None:
+    # +0 ms, +1 s, +1024 ms, +2 s, 1-byte values, meta 00. Read as 4-byte words the qualifiers
+    # are F0000000 (1 byte), 0010F001 (flags 1: 2 bytes), 00000020 (1 byte): 4 bytes, exactly
+    # the 4 value bytes there are, so only the qualifier widths can tell the column is mixed.
+    row = decode_row(BASE, [(h("F0000000 0010 F0010000 0020"), h("01 02 03 04") + ZERO)])
+    assert points(row) == [(BASE * 1000, 1.0), (BASE * 1000 + 1000, 2.0),
+                           (BASE * 1000 + 1024, 3.0), (BASE * 1000 + 2000, 4.0)]
+
+
 def test_decode_corrupt_compacted_column() -> None:
     # TestInternal#extractDataPointsCompactCorrupt: 0x0041 claims 2 bytes, 8 are there
     with pytest.raises(IllegalDataError):

@@ -1,0 +1,35 @@
+"""tsd.mode: ro serves no writes, wo no reads (404 as OpenTSDB, which leaves them unregistered)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from app import create_app
+from tests.conftest import make_tsdb
+
+
+def client_in_mode(tsd_config: dict[str, Any], mode: str) -> Any:
+    tsdb = make_tsdb({**tsd_config, "tsd.mode": mode})
+    app = create_app(dict(tsdb.config))
+    app.extensions["tsdb"] = tsdb
+    return app.test_client()
+
+
+@pytest.mark.parametrize(("mode", "method", "path", "status"), [
+    ("ro", "post", "/api/put", 404),
+    ("ro", "get", "/api/uid/assign?metric=a", 404),
+    ("ro", "post", "/api/v1/annotation", 404),
+    ("ro", "get", "/api/suggest?type=metrics", 200),
+    ("wo", "get", "/api/suggest?type=metrics", 404),
+    ("wo", "get", "/api/query?start=1h-ago&m=sum:a", 404),
+    ("wo", "get", "/api/version", 200),
+    ("rw", "get", "/api/suggest?type=metrics", 200),
+])
+def test_mode_hides_endpoints(tsd_config: dict[str, Any], mode: str, method: str, path: str,
+                              status: int) -> None:
+    response = getattr(client_in_mode(tsd_config, mode), method)(path, data="{}")
+    assert response.status_code == status
+    if status == 404:
+        assert response.get_json()["error"]["message"] == "Endpoint not found"
