@@ -12,6 +12,7 @@ from app.api import bp
 from app.api.body import has_param, raw_body
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
+from app.api.stats import record_points_read
 from app.errors import BadRequestError
 from app.query.ast import Query
 from app.query.parse import query_from_args
@@ -48,4 +49,5 @@ def query() -> Response:
     body = serialize_results(query, outcome.results,
                              global_annotations=outcome.global_annotations,
                              stats=outcome.stats, summary=summary)
-    return Response(dumps_opentsdb(body), mimetype=JSON_TYPE)
+    record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
+    return Response(dumps_opentsdb(body), content_type=JSON_TYPE)

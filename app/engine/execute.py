@@ -164,7 +164,8 @@ def _merge_singles(sub: SubQuery, flat: FlatSeries, groups: list[list[int]],
     rows = [g[0] for g in groups if len(g) == 1]
     if not rows:
         return {}
-    part = flat if len(rows) == flat.n_series else flat.take(rows)
+    # Groups come in result (tag) order, not span order: take them in that order.
+    part = flat if rows == list(range(flat.n_series)) else flat.take(rows)
     merged, offsets = merge_each(part, AGGREGATORS[sub.aggregator], rate=sub.rate,
                                  end_ms=scan_end)
     out = {}

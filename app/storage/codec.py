@@ -154,8 +154,8 @@ class RowKeyLayout:
         if start_s < 0 or end_s < start_s:
             raise ValueError(f"bad scan range {start_s}..{end_s}")
         prefix = salt + metric_uid
-        start = prefix + _pack_base_time(base_time_s(start_s))
-        stop_s = base_time_s(end_s) + MAX_TIMESPAN
+        start = prefix + _pack_base_time(start_s - start_s % MAX_TIMESPAN)
+        stop_s = end_s - end_s % MAX_TIMESPAN + MAX_TIMESPAN
         if stop_s <= 0xFFFFFFFF:
             return start, prefix + _pack_base_time(stop_s)
         return start, _next_prefix(prefix)

@@ -121,8 +121,12 @@ class _Group:
             offset_ms = np.multiply(words >> FLAG_BITS, 1000, dtype=np.int32)
         else:
             offset_ms = ((words & 0x0FFFFFC0) >> MS_FLAG_BITS).astype(np.int32)
-        ts_ms = np.repeat(row_base_ms[np.array(self.rows, dtype=np.int64)], counts)
-        ts_ms += offset_ms
+        seg_base_ms = row_base_ms[np.array(self.rows, dtype=np.int64)]
+        if counts.min() == counts.max():  # rows of equally many points: broadcast the base
+            ts_ms = (offset_ms.reshape(counts.size, -1) + seg_base_ms[:, None]).reshape(-1)
+        else:
+            ts_ms = np.repeat(seg_base_ms, counts)
+            ts_ms += offset_ms
         values = b"".join(chain((_PAD,), self.vals))
         return _Part(ts_ms, flags, value_end, values, counts, self.rows, self.quals), []
 

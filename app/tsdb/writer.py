@@ -12,7 +12,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
+from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.uid import validate_name
@@ -121,6 +121,8 @@ class PointWriter:
             try:
                 cells.append(self.cell(point))
                 errors.append(None)
+            except StorageError:
+                raise  # the store failed, not the point: the whole request fails (500/503)
             except TsdbError as exc:
                 errors.append(exc.message)
         self.store_cells(cells, compact_rows)

@@ -1,16 +1,30 @@
 """Data-driven /api/query cases (``tests/cases/*.yaml``) on every backend.
 
-A case names a data set (``tests/cases/datasets.py``) or lists its own points, optionally
-compacts the rows first, sends a GET path or a POST body, and states the expected status and
-JSON. Expected ``dps`` may be written compactly as a pattern the harness expands:
-``{"from": 1356998430, "step": 30, "values": [1, 2, 3]}`` or with
-``"count": 300, "first": 1, "delta": 1`` for arithmetic runs (the expected numbers are still
-written by hand from the spec; the harness only spells them out).
+A case names a data set (``tests/cases/datasets.py``), lists its own ``points`` or arithmetic
+``series`` runs, optionally sets store ``config`` (e.g. ``tsd.storage.salt.width: 1``), compacts
+the rows first (``compact: true``), sends ``setup`` requests (e.g. an annotation), then a GET
+``query`` or a POST ``body``, and states the expected status and JSON.
+
+Expected ``dps`` may be written compactly as a pattern the harness expands:
+``{"from": 1356998430, "step": 30, "values": [1, 2, 3]}``, or ``"count": 300, "first": 1,
+"delta": 1`` for arithmetic runs (no ``delta``: ``first`` repeated, also ``"NaN"`` or ``null``),
+or ``{"merge": [pattern, {"<ts>": v}, ...]}`` for interleaved runs; ``"arrays": true`` spells
+the result as ``[[ts, v], ...]``. The expected numbers are still written by hand from the spec;
+the harness only spells them out. Timestamps (points and ``dps`` keys) may be ``now-<seconds>``
+for queries relative to the present.
+
+Comparison is strict where OpenTSDB's output is: an integer must print as an integer and a
+double as a double (``2`` vs ``2.0``), series objects keep OpenTSDB's key order and ``dps`` keys
+ascend; doubles compare to 12 significant digits. ``"*"`` matches any value and a ``"..."`` key
+lets an object have keys the case does not list.
 """
 
 from __future__ import annotations
 
 import json
+import math
+import re
+import time
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +38,7 @@ from app.tsdb.writer import DataPoint, PointWriter
 from tests.cases.datasets import DATASETS
 
 CASES_DIR = Path(__file__).resolve().parent.parent / "cases"
+_NOW = re.compile(r"^now([+-]\d+)?$")
 
 
 def load_cases() -> list[Any]:
@@ -34,51 +49,136 @@ def load_cases() -> list[Any]:
     return params
 
 
-def expand_dps(dps: Any) -> Any:
-    """Spell out a compact ``dps`` pattern; plain mappings and lists pass through."""
-    if not isinstance(dps, dict) or "from" not in dps:
-        return {str(k): v for k, v in dps.items()} if isinstance(dps, dict) else dps
-    if "values" in dps:
-        values = list(dps["values"])
+def resolve_time(value: Any, now_s: int) -> Any:
+    """``now-1800`` → the epoch second 1800 s before the case started; others unchanged."""
+    match = _NOW.match(value) if isinstance(value, str) else None
+    return now_s + int(match.group(1) or 0) if match else value
+
+
+def _run(pattern: dict[str, Any], now_s: int) -> list[tuple[int, Any]]:
+    if "merge" in pattern:
+        return sorted((p for part in pattern["merge"] for p in _run(part, now_s)),
+                      key=lambda p: p[0])
+    if "from" not in pattern:
+        return [(int(resolve_time(k, now_s)), v) for k, v in pattern.items()]
+    if "values" in pattern:
+        values = list(pattern["values"])
+    elif "delta" in pattern:
+        values = [pattern["first"] + i * pattern["delta"] for i in range(pattern["count"])]
     else:
-        values = [dps["first"] + i * dps.get("delta", 0) for i in range(dps["count"])]
-    return {str(dps["from"] + i * dps["step"]): v for i, v in enumerate(values)}
+        values = [pattern["first"]] * pattern["count"]
+    start = int(resolve_time(pattern["from"], now_s))
+    return [(start + i * pattern.get("step", 0), v) for i, v in enumerate(values)]
 
 
-def expand(expected: Any) -> Any:
+def expand_dps(dps: Any, now_s: int = 0) -> Any:
+    """Spell out a ``dps`` pattern; a plain list (arrays output) passes through."""
+    if not isinstance(dps, dict):
+        return dps
+    points = _run(dps, now_s)
+    if dps.get("arrays"):
+        return [[ts, v] for ts, v in points]
+    return {str(ts): v for ts, v in points}
+
+
+def expand(expected: Any, now_s: int = 0) -> Any:
     if isinstance(expected, list):
-        return [expand(item) for item in expected]
+        return [expand(item, now_s) for item in expected]
     if isinstance(expected, dict):
-        return {k: expand_dps(v) if k == "dps" else expand(v) for k, v in expected.items()}
+        return {k: expand_dps(v, now_s) if k == "dps" else expand(v, now_s)
+                for k, v in expected.items()}
     return expected
 
 
-def load_points(tsdb: TSDB, case: dict[str, Any]) -> None:
+def mismatch(actual: Any, expected: Any, path: str = "$") -> str | None:
+    """Where ``actual`` differs from ``expected`` (see the module docstring), or None."""
+    if expected == "*":
+        return None
+    if isinstance(expected, dict):
+        return _object_mismatch(actual, expected, path)
+    if isinstance(expected, list):
+        if not isinstance(actual, list) or len(actual) != len(expected):
+            size = len(actual) if isinstance(actual, list) else type(actual).__name__
+            return f"{path}: expected {len(expected)} items, got {size}"
+        for i, (a, e) in enumerate(zip(actual, expected, strict=True)):
+            if (found := mismatch(a, e, f"{path}[{i}]")) is not None:
+                return found
+        return None
+    if type(actual) is not type(expected):
+        return f"{path}: expected {expected!r} ({type(expected).__name__}), got {actual!r}"
+    if isinstance(expected, float) and math.isclose(actual, expected, rel_tol=1e-12):
+        return None
+    return None if actual == expected else f"{path}: expected {expected!r}, got {actual!r}"
+
+
+def _object_mismatch(actual: Any, expected: dict[str, Any], path: str) -> str | None:
+    if not isinstance(actual, dict):
+        return f"{path}: expected an object, got {actual!r}"
+    keys = [k for k in expected if k != "..."]
+    if "..." not in expected:
+        ordered = "dps" in expected  # a series object: OpenTSDB's field order
+        if (list(actual) if ordered else sorted(actual)) != (keys if ordered else sorted(keys)):
+            return f"{path}: expected keys {keys}, got {list(actual)}"
+    for key in keys:
+        if key not in actual:
+            return f"{path}: missing {key!r}"
+        if key == "dps" and isinstance(expected[key], dict):
+            # Compare as pairs so the ascending order of the keys is checked too.
+            pairs = sorted(expected[key].items(), key=lambda kv: int(kv[0]))
+            got = list(actual[key].items()) if isinstance(actual[key], dict) else actual[key]
+            found = mismatch([list(p) for p in got] if isinstance(got, list) else got,
+                             [list(p) for p in pairs], f"{path}.dps")
+        else:
+            found = mismatch(actual[key], expected[key], f"{path}.{key}")
+        if found is not None:
+            return found
+    return None
+
+
+def _points(case: dict[str, Any], now_s: int) -> list[DataPoint]:
     points = DATASETS[case["data"]]() if "data" in case else []
     points += [tuple(p) for p in case.get("points", [])]
-    errors = PointWriter(tsdb).write([DataPoint(m, ts, v, tags) for m, ts, v, tags in points])
+    for run in case.get("series", []):
+        points += [(run["metric"], ts, v, run["tags"]) for ts, v in _run(run, now_s)]
+    return [DataPoint(m, int(resolve_time(ts, now_s)), v, tags) for m, ts, v, tags in points]
+
+
+def load_points(tsdb: TSDB, client: FlaskClient, case: dict[str, Any], now_s: int) -> None:
+    errors = PointWriter(tsdb).write(_points(case, now_s))
     assert not any(errors), errors
     if case.get("compact"):
         compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    for step in case.get("setup", []):
+        response = client.open(step["path"], method=step.get("method", "POST"),
+                               data=json.dumps(step["body"]) if "body" in step else None)
+        assert response.status_code < 300, response.get_data(as_text=True)
 
 
 def send(client: FlaskClient, case: dict[str, Any]) -> Any:
     if "body" in case:
-        return client.post("/api/query", data=json.dumps(case["body"]))
+        return client.post(case.get("path", "/api/query"), data=json.dumps(case["body"]))
     return client.get(case["query"])
 
 
 @pytest.mark.parametrize("case", load_cases())
-def test_query_case(case: dict[str, Any], tsdb: TSDB, client: FlaskClient) -> None:
-    load_points(tsdb, case)
+def test_query_case(case: dict[str, Any], tsd_config: dict[str, Any],
+                    request: pytest.FixtureRequest) -> None:
+    tsd_config.update(case.get("config", {}))  # before the store is built
+    tsdb: TSDB = request.getfixturevalue("tsdb")
+    client: FlaskClient = request.getfixturevalue("client")
+    now_s = int(time.time())
+    load_points(tsdb, client, case, now_s)
     response = send(client, case)
     expected = case["expect"]
-    assert response.status_code == expected.get("status", 200), response.get_data(as_text=True)
-    body = json.loads(response.get_data(as_text=True))
+    text = response.get_data(as_text=True)
+    assert response.status_code == expected.get("status", 200), text[:2000]
+    body = json.loads(text)
     if "error" in expected:
         for key, value in expected["error"].items():
             assert body["error"][key] == value
     if "body" in expected:
-        assert body == expand(expected["body"])
-    if "text" in expected:
-        assert expected["text"] in response.get_data(as_text=True)
+        found = mismatch(body, expand(expected["body"], now_s))
+        assert found is None, found
+    texts = expected.get("text", [])
+    for snippet in [texts] if isinstance(texts, str) else texts:
+        assert snippet in text

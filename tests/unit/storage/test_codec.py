@@ -181,8 +181,9 @@ def test_metric_scan_range_covers_whole_hours() -> None:
     # 1356998400+10 .. +7200+5: hours 0x50E22700, 0x50E23510, 0x50E24320 -> stop 0x50E25130
     start, stop = layout.metric_scan_range(h("07"), h("000001"), BASE + 10, BASE + 7205)
     assert (start, stop) == (h("07 000001 50E22700"), h("07 000001 50E25130"))
-    last = layout.metric_scan_range(h("07"), h("000001"), 0, 0xFFFFFFFF)[1]
-    assert last == h("07 000002")
+    # the last hour 0xFFFFF1F0 has no next base time: stop at the next metric instead
+    assert layout.metric_scan_range(h("07"), h("000001"), 0, 2**32 + 5) == (
+        h("07 000001 00000000"), h("07 000002"))
 
 
 # --- timestamps, values, qualifiers --------------------------------------------------------
