@@ -29,8 +29,11 @@ def point(i: int) -> dict[str, object]:
             "tags": {"host": f"web{series:03d}", "dc": "lga"}}
 
 
-def bench_http_put() -> None:
-    env = {"TSD_STORAGE": temp_storage_url(), "TSD_CORE_AUTO_CREATE_METRICS": "true"}
+def bench_http_put(storage_env: dict[str, str] | None = None,
+                   label: str = "embedded store") -> None:
+    """``storage_env``: TSD_STORAGE (and e.g. a table prefix) of another store."""
+    env = {"TSD_STORAGE": temp_storage_url(), **(storage_env or {}),
+           "TSD_CORE_AUTO_CREATE_METRICS": "true"}
     subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env={**os.environ, **env},
                    cwd=ROOT, check=True, capture_output=True)
     bodies = [json.dumps([point(i) for i in range(start, start + BATCH)])
@@ -51,17 +54,18 @@ def bench_http_put() -> None:
             list(pool.map(send, [bodies[1:][i::clients] for i in range(clients)]))
         elapsed = time.perf_counter() - started
     sent = PUT_POINTS - BATCH
-    print(f"/api/put, batches of {BATCH}, 4 clients, gunicorn 2 workers, embedded store: "
+    print(f"/api/put, batches of {BATCH}, 4 clients, gunicorn 2 workers, {label}: "
           f"{sent / elapsed:,.0f} points/s ({sent} points in {elapsed:.2f}s)")
 
 
-def bench_import() -> None:
+def bench_import(storage_env: dict[str, str] | None = None,
+                 label: str = "embedded store") -> None:
     path = os.path.join(tempfile.mkdtemp(prefix="pytsd-bench-"), "points.txt.gz")
     with gzip.open(path, "wt") as out:
         for i in range(IMPORT_POINTS):
             series, step = i % 100, i // 100
             out.write(f"bench.import {T0 + 10 * step} {i % 1000} host=web{series:03d} dc=lga\n")
-    env = {**os.environ, "TSD_STORAGE": temp_storage_url()}
+    env = {**os.environ, "TSD_STORAGE": temp_storage_url(), **(storage_env or {})}
     subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env=env, cwd=ROOT,
                    check=True, capture_output=True)
     started = time.perf_counter()
@@ -69,7 +73,7 @@ def bench_import() -> None:
                            "--no-progress", path], env=env, cwd=ROOT, check=True,
                           capture_output=True, text=True)
     elapsed = time.perf_counter() - started
-    print(f"pytsd import (gzip, {IMPORT_POINTS:,} points, whole process): "
+    print(f"pytsd import (gzip, {IMPORT_POINTS:,} points, whole process), {label}: "
           f"{IMPORT_POINTS / elapsed:,.0f} points/s; it reported: {done.stdout.strip()}")
 
 

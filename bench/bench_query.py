@@ -51,8 +51,9 @@ QUERIES = [
 ]
 
 
-def main() -> None:
-    config = {"tsd.storage": temp_storage_url(), "tsd.core.auto_create_metrics": True}
+def main(config: dict[str, object] | None = None) -> None:
+    """Load the data set into ``config``'s store (default: a fresh embedded one), query it."""
+    config = config or {"tsd.storage": temp_storage_url(), "tsd.core.auto_create_metrics": True}
     tsdb = TSDB(load_config(config, {}))
     create_tables(tsdb.store, tsdb.config)
     started = time.perf_counter()

@@ -4,8 +4,9 @@ Order of work (``AggregationIterator#create``): per series downsample, then rate
 series and merge each group. Everything runs over the *scan* window (hour-aligned and widened
 for downsampling, ``scan_bounds_ms``) so points just outside the query take part in
 interpolation, rates and buckets; only the output is cut to ``[start_ms, end_ms]`` (both ends
-inclusive, as ``HttpJsonSerializer`` does). A series with no point in the scan window takes no
-part at all (``SpanGroup#add``).
+inclusive, as ``HttpJsonSerializer`` does). A series with no point in the scan window only
+lends its annotations to its group (``SpanGroup#add``); a group with notes in range but no
+points prints as ``{"metric": "", "tags": {}, ..., "dps": {}}``, as OpenTSDB's does.
 
 Groups: one per distinct combination of the series' values for the group-by tag keys, ordered
 by those tagv UIDs (tagk-UID order); aggregator ``none`` gives one group per series in span
@@ -16,18 +17,21 @@ only some series have); ``aggregateTags`` lists keys whose values differ (``comp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
 from app.engine.aggregators import AGGREGATORS
 from app.engine.downsample import FILL_POLICIES, Window, downsample
-from app.engine.flat import FlatSeries, flatten
+from app.engine.flat import FlatSeries, concat, count_inside, flatten
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
 from app.query.ast import Downsample, SubQuery
 
 HOUR_S = 3600
+# Raw points per chunk of the per-series stage when downsampling (bounds peak memory).
+STAGE_CHUNK_POINTS = 1_000_000
 
 
 def scan_bounds_ms(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
@@ -126,6 +130,26 @@ def _pipeline(sub: SubQuery, flat: FlatSeries, window: Window) -> FlatSeries:
     return flat
 
 
+def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window) -> FlatSeries:
+    """Flatten, downsample and rate the series, a chunk of about ``STAGE_CHUNK_POINTS`` raw
+    points at a time when downsampling (which shrinks each chunk), so peak memory follows the
+    chunk, not the whole query."""
+    if sub.downsample is None:
+        return _pipeline(sub, flatten(series, window.scan_start_ms, window.scan_end_ms), window)
+    pieces, chunk, points = [], [], 0
+    for s in series:
+        chunk.append(s)
+        points += len(s.ts_ms)
+        if points >= STAGE_CHUNK_POINTS:
+            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                                 window.scan_end_ms), window))
+            chunk, points = [], 0
+    if chunk or not pieces:
+        pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
+                                window))
+    return concat(pieces)
+
+
 def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms: int,
                  end_ms: int, *, timezone: str = "UTC") -> list[GroupResult]:
     """Downsample, rate and aggregate ``series`` (already filtered) into the response groups.
@@ -135,27 +159,47 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     """
     scan_start, scan_end = scan_bounds_ms(start_ms, end_ms, sub.downsample)
     ordered = _span_order(series)
-    flat = flatten(ordered, scan_start, scan_end)
-    taking_part = np.flatnonzero(flat.lengths > 0)
-    if len(taking_part) < len(ordered):
-        ordered = [ordered[i] for i in taking_part]
-        flat = flat.take(taking_part)
-    window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
-    flat = _pipeline(sub, flat, window)
-    json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
+    # Groups are formed over every series; one without points in the scan window (say a row
+    # holding only an annotation) adds its notes to its group but takes no other part.
     groups = group_series(sub, ordered)
-    singles = _merge_singles(sub, flat, groups, scan_end)
+    active = np.array([count_inside(s, scan_start, scan_end) > 0 for s in ordered], dtype=bool)
+    position = np.cumsum(active) - 1  # a series' row in the flat arrays of active series
+    window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
+    flat = _per_series_stage(sub, [s for s, a in zip(ordered, active) if a], window)
+    json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
+    data_groups = [[int(position[i]) for i in rows if active[i]] for rows in groups]
+    singles = _merge_singles(sub, flat, [rows for rows in data_groups if rows], scan_end)
     results = []
-    for rows in groups:
-        if len(rows) == 1:
-            merged = singles[rows[0]]
+    for rows, data_rows in zip(groups, data_groups, strict=True):
+        notes = [note for i in rows if not active[i] for note in ordered[i].annotations]
+        if not data_rows:
+            if any(_note_in_range(note, start_ms, end_ms) for note in notes):
+                results.append(_notes_only(sub, notes))
+            continue
+        if len(data_rows) == 1:
+            merged = singles[data_rows[0]]
         else:
-            group_flat = flat if len(rows) == flat.n_series else flat.take(rows)
+            group_flat = flat if len(data_rows) == flat.n_series else flat.take(data_rows)
             merged = merge(group_flat, AGGREGATORS[sub.aggregator], rate=sub.rate,
                            end_ms=scan_end)
-        members = [ordered[i] for i in rows]
-        results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null))
+        members = [ordered[i] for i in rows if active[i]]
+        results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null,
+                               notes))
     return results
+
+
+def _note_in_range(note: dict[str, Any], start_ms: int, end_ms: int) -> bool:
+    start = int(note.get("startTime") or 0)
+    return start_ms <= (start * 1000 if start < 2**32 else start) <= end_ms
+
+
+def _notes_only(sub: SubQuery, notes: list[dict[str, Any]]) -> GroupResult:
+    """A group whose series have annotations but no points: OpenTSDB's SpanGroup without
+    spans prints an empty metric name, no tags and empty ``dps``."""
+    empty = np.zeros(0, dtype=np.int64)
+    return GroupResult(metric="", tags={}, aggregate_tags=[], tsuids=[], ts_ms=empty,
+                       values=np.zeros(0), is_int=False, query_index=sub.index,
+                       annotations=notes)
 
 
 def _merge_singles(sub: SubQuery, flat: FlatSeries, groups: list[list[int]],
@@ -177,7 +221,7 @@ def _merge_singles(sub: SubQuery, flat: FlatSeries, groups: list[list[int]],
 
 
 def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged, start_ms: int,
-            end_ms: int, json_null: bool) -> GroupResult:
+            end_ms: int, json_null: bool, extra_notes: list[dict[str, Any]]) -> GroupResult:
     # The serializer's filter: start <= ts <= end, both inclusive.
     lo = int(np.searchsorted(merged.ts_ms, start_ms, side="left"))
     hi = int(np.searchsorted(merged.ts_ms, end_ms, side="right"))
@@ -193,7 +237,7 @@ def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged, s
         values=merged.values[inside],
         is_int=bool(len(int_mask)) and bool(int_mask.all()),
         query_index=sub.index,
-        annotations=[note for s in members for note in s.annotations],
+        annotations=[note for s in members for note in s.annotations] + extra_notes,
         int_mask=int_mask,
         long_values=merged.longs[inside],
         json_null=json_null,

@@ -101,3 +101,21 @@ def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
     if _inside(series, start_ms, end_ms):
         return flat
     return flat.with_mask((flat.ts_ms >= start_ms) & (flat.ts_ms < end_ms))
+
+
+def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
+    """One collection holding the series of ``pieces`` in order."""
+    if len(pieces) == 1:
+        return pieces[0]
+    lengths = np.concatenate([p.lengths for p in pieces])
+    return FlatSeries(np.concatenate([p.ts_ms for p in pieces]),
+                      np.concatenate([p.values for p in pieces]),
+                      np.concatenate([p.longs for p in pieces]),
+                      np.concatenate([p.is_float for p in pieces]),
+                      np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+
+
+def count_inside(series: Series, start_ms: int, end_ms: int) -> int:
+    """Points of one series with ``start_ms <= ts < end_ms``."""
+    ts_ms = series.ts_ms
+    return int(np.searchsorted(ts_ms, end_ms) - np.searchsorted(ts_ms, start_ms))

@@ -137,7 +137,13 @@ def _append_points(v: bytes) -> list[Point]:
 
 
 def cell_rank(q: bytes, kind: int, write_ts: Mapping[bytes, int] | None) -> tuple[int, int, bytes]:
-    """Sort key of a cell among its row's cells: the greatest wins a duplicate timestamp."""
+    """Sort key of a cell among its row's cells: the greatest wins a duplicate timestamp.
+
+    Newest write time first (``CompactionQueue`` keeps the newest cell), then the kind, then
+    the qualifier bytes. Inside one cell the later entry wins, as in ``AppendDataPoints``;
+    Java's compaction would keep the earlier one of a compacted column, but OpenTSDB never
+    writes such a column, so one rule for both kinds is simpler.
+    """
     return (write_ts.get(q, -1) if write_ts is not None else 0), kind, q
 
 

@@ -65,6 +65,7 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery,
     outcome.stats[sub.index] = {
         "queryIndex": sub.index, "rowsScanned": reader.stats.rows,
         "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,
+        "emittedDPs": int(sum(r.ts_ms.size for r in results)),
         "storageTimeMs": round(read_ms, 3),
         "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
     return results

@@ -21,20 +21,26 @@ from typing import Any
 import numpy as np
 
 from app.engine.execute import scan_bounds_ms
-from app.engine.model import Series
+from app.engine.model import Int64Array, Series
 from app.errors import NoSuchUniqueId, QueryLimitError
 from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.storage import codec
 from app.storage.base import Row, prefix_stop, scan_ranges
+from app.storage.codec_cells import cell_kind, cell_points
 from app.tsdb import TSDB
 from app.tsdb.annotations import query_note
 
 log = logging.getLogger(__name__)
 
+# Integers at or beyond 2**53 lose digits as float64; their exact values are re-read.
+EXACT_DOUBLE_LIMIT = 2.0**53
+
 MAX_TIMESPAN_S = 3600
 # Wider than any timestamp in ms (2**43 ms is the year 2248) and a whole number of seconds.
 SERIES_SHIFT_S = 2**43 // 1000
+# Rows decoded per vectorised pass (about 1M points of 10-second data).
+DECODE_CHUNK_ROWS = 3000
 # Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
 MAX_NARROWED_HOURS = 24 * 8
 DATA_PREFIX = b"t:"
@@ -179,12 +185,27 @@ class SeriesReader:
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
 
     def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
-        """Decode every series' rows in ONE vectorised pass.
+        """Decode every series' rows in a few vectorised passes, each over many series.
 
-        Series j's timestamps are shifted by ``j * SERIES_SHIFT_S`` seconds, so after the
-        decoder's ascending sort the series lie one after the other; subtracting the shift and
-        cutting at the boundaries gives each series its own arrays.
+        Series j of a pass has its timestamps shifted by ``j * SERIES_SHIFT_S`` seconds, so
+        after the decoder's ascending sort the series lie one after the other; cutting at the
+        shift boundaries and subtracting the shift gives each series its own arrays. Passes
+        are kept to about ``DECODE_CHUNK_ROWS`` rows: their temporaries then stay small enough
+        for the allocator to recycle, which on this class of machine costs far less than fresh
+        pages (and bounds peak memory).
         """
+        decoded: list[codec.DecodedRow] = []
+        chunk: list[_SeriesRows] = []
+        rows = 0
+        for group in groups:
+            chunk.append(group)
+            rows += len(group.rows)
+            if rows >= DECODE_CHUNK_ROWS:
+                decoded += self._decode_chunk(chunk)
+                chunk, rows = [], 0
+        return decoded + self._decode_chunk(chunk)
+
+    def _decode_chunk(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         if not groups:
             return []
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
@@ -192,11 +213,15 @@ class SeriesReader:
         merged = codec.decode_rows(batch)
         if merged.has_duplicates:
             return [self._decode_one(group) for group in groups]
-        series_of = merged.ts_ms // (SERIES_SHIFT_S * 1000)
-        ts_ms = merged.ts_ms - series_of * (SERIES_SHIFT_S * 1000)
-        cuts = np.searchsorted(series_of, np.arange(1, len(groups)))
-        return [codec.DecodedRow(t, v, i) for t, v, i in zip(
-            np.split(ts_ms, cuts), np.split(merged.values, cuts), np.split(merged.is_int, cuts))]
+        shift_ms = SERIES_SHIFT_S * 1000
+        cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(groups)) * shift_ms).tolist()
+        out = []
+        for j, (start, end) in enumerate(zip([0, *cuts], [*cuts, merged.ts_ms.size])):
+            ts_ms = merged.ts_ms[start:end]
+            ts_ms -= j * shift_ms  # in place: the merged array is ours alone
+            out.append(codec.DecodedRow(ts_ms, merged.values[start:end],
+                                        merged.is_int[start:end]))
+        return out
 
     def _decode_one(self, group: _SeriesRows) -> codec.DecodedRow:
         """One series, re-reading write times for rows with duplicate timestamps."""
@@ -224,7 +249,28 @@ class SeriesReader:
         tag_uids = {self.tsdb.tagk.get_name(k): (k, v) for k, v in group.tag_uids}
         return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=decoded.ts_ms,
                       values=decoded.values, is_int=decoded.is_int, annotations=notes,
+                      long_values=self._exact_longs(group, decoded),
                       row_order=group.row_order, tag_uids=tag_uids)
+
+    def _exact_longs(self, group: _SeriesRows, decoded: codec.DecodedRow) -> Int64Array | None:
+        """Exact 64-bit values when an integer is beyond a double's 2**53 (rare: counters
+        near Long.MAX_VALUE), which the float64 decoder rounds; None otherwise."""
+        big = decoded.is_int & (np.abs(decoded.values) >= EXACT_DOUBLE_LIMIT)
+        if not big.any():
+            return None
+        exact: dict[int, int] = {}
+        for key, cells in group.rows:
+            base_ms = self._base_time(key) * 1000
+            for qualifier, value in _data_cells(cells):
+                kind = cell_kind(qualifier)
+                for offset_ms, point_q, point_v in cell_points(kind, qualifier, value) \
+                        if kind is not None else ():
+                    if not point_q[-1] & codec.FLAG_FLOAT:
+                        exact[base_ms + offset_ms] = int.from_bytes(point_v, "big", signed=True)
+        longs = np.where(decoded.is_int & ~big, decoded.values, 0.0).astype(np.int64)
+        for i in np.flatnonzero(big).tolist():
+            longs[i] = exact[int(decoded.ts_ms[i])]
+        return longs
 
     def _decode_row(self, key: bytes, cells: Row) -> codec.DecodedRow:
         base_time_s = self._base_time(key)

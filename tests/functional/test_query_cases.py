@@ -123,14 +123,25 @@ def _object_mismatch(actual: Any, expected: dict[str, Any], path: str) -> str | 
         if key not in actual:
             return f"{path}: missing {key!r}"
         if key == "dps" and isinstance(expected[key], dict):
-            # Compare as pairs so the ascending order of the keys is checked too.
-            pairs = sorted(expected[key].items(), key=lambda kv: int(kv[0]))
-            got = list(actual[key].items()) if isinstance(actual[key], dict) else actual[key]
-            found = mismatch([list(p) for p in got] if isinstance(got, list) else got,
-                             [list(p) for p in pairs], f"{path}.dps")
+            found = _dps_mismatch(actual[key], expected[key], f"{path}.dps")
         else:
             found = mismatch(actual[key], expected[key], f"{path}.{key}")
         if found is not None:
+            return found
+    return None
+
+
+def _dps_mismatch(actual: Any, expected: dict[str, Any], path: str) -> str | None:
+    """Compare point by point, so the ascending order of the keys is checked too."""
+    if not isinstance(actual, dict):
+        return f"{path}: expected an object, got {type(actual).__name__}"
+    pairs = sorted(expected.items(), key=lambda kv: int(kv[0]))
+    if len(actual) != len(pairs):
+        return f"{path}: expected {len(pairs)} points, got {len(actual)}"
+    for (got_ts, got), (want_ts, want) in zip(actual.items(), pairs, strict=True):
+        if got_ts != want_ts:
+            return f"{path}: expected key {want_ts}, got {got_ts}"
+        if (found := mismatch(got, want, f"{path}[{want_ts}]")) is not None:
             return found
     return None
 
