@@ -30,7 +30,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
-from itertools import islice
 from typing import Any, TypeVar
 
 import happybase
@@ -48,6 +47,7 @@ from app.config import Config
 from app.errors import NotFoundError, StorageError, StorageUnavailableError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
+from app.storage.hbase_scan import Scanner
 
 log = logging.getLogger(__name__)
 
@@ -61,7 +61,7 @@ Range = tuple[bytes | None, bytes | None]
 IDLE_RENEW_S = 30.0
 ROWS_PER_GET = 500  # row keys per getRowsWithColumns call
 CELLS_PER_PUT = 20_000  # cells per mutateRows call: large batches, bounded request size
-MAX_ROWS_PER_SCAN_CALL = 1000  # caps the scan batch_size: hour rows hold up to 3600 cells
+MAX_ROWS_PER_SCAN_CALL = 1000  # caps batch_size: more gained nothing (bench_hbase.py)
 # HBase's own family defaults (what `create` in the HBase shell gives), which differ from the
 # Thrift1 ColumnDescriptor's defaults (3 versions, no bloom filter, block cache off).
 FAMILY_DEFAULTS: dict[str, object] = {
@@ -101,6 +101,7 @@ class HBaseStore:
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
+        self._executor_pid = 0
         self._pid = 0
         self._known_tables: set[str] = set()
 
@@ -124,7 +125,6 @@ class HBaseStore:
                     # The pool opens its first connection at once: a down server fails here.
                     self._pool = _ConnectionPool(
                         self.pool_size, host=self.host, port=self.port, timeout=self.timeout_ms)
-                    self._executor = None
                     self._pid = os.getpid()
         return self._pool
 
@@ -155,7 +155,10 @@ class HBaseStore:
                 with self._client() as client:
                     return fn(client)
             except happybase.NoConnectionsAvailable as exc:
-                raise hbase_errors.unavailable(self.address, op, exc) from exc
+                raise StorageUnavailableError(
+                    f"HBase is busy: no free Thrift connection within {self.timeout_ms} ms ({op})",
+                    f"all {self.pool_size} connections of tsd.storage.hbase.pool_size are in use"
+                ) from exc
             except (TException, OSError) as exc:
                 if not hbase_errors.is_transport_error(exc):
                     raise hbase_errors.hbase_error(self.address, op, exc) from exc
@@ -167,12 +170,13 @@ class HBaseStore:
         raise AssertionError("unreachable")
 
     def executor(self) -> ThreadPoolExecutor:
-        """Threads for concurrent scans: one per pooled connection, per process."""
-        self._connection_pool()
+        """Threads for concurrent scans: one per pooled connection, per process (threads do
+        not survive a fork)."""
         with self._lock:
-            if self._executor is None:
+            if self._executor is None or self._executor_pid != os.getpid():
                 self._executor = ThreadPoolExecutor(self.pool_size,
                                                     thread_name_prefix="pytsd-hbase-scan")
+                self._executor_pid = os.getpid()
             return self._executor
 
     # ------------------------------------------------------------ tables
@@ -240,12 +244,11 @@ class HBaseStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._pid == os.getpid():
-                # Never in a forked child: closing shuts the socket down for the parent too.
-                if self._executor is not None:
-                    self._executor.shutdown(wait=True)
-                if self._pool is not None:
-                    self._pool.close()
+            if self._executor is not None and self._executor_pid == os.getpid():
+                self._executor.shutdown(wait=True)
+            # Never in a forked child: closing shuts the socket down for the parent too.
+            if self._pool is not None and self._pid == os.getpid():
+                self._pool.close()
             self._pool, self._executor = None, None
 
 
@@ -290,10 +293,25 @@ class HBaseTable:
              keys_only: bool = False) -> Iterator[tuple[bytes, Row]]:
         if row_prefix is not None:
             row_start, row_stop = row_prefix, prefix_stop(row_prefix)
-        per_call = max(1, min(batch_size, MAX_ROWS_PER_SCAN_CALL, limit or batch_size))
-        scanner = _Scanner(self, row_start or b"", row_stop, list(columns or ()), per_call,
+        max_rows = max(1, min(batch_size, MAX_ROWS_PER_SCAN_CALL))
+        scanner = Scanner(self, row_start or b"", row_stop, list(columns or ()), max_rows,
                            b"KeyOnlyFilter()" if keys_only else None)
         return scanner.rows(limit)
+
+    def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
+                     caching: int, filter_string: bytes | None) -> int:
+        """Thrift1 ``scannerOpenWithScan``: cells sorted by column (HBase's order)."""
+        scan = TScan(startRow=start, stopRow=stop, columns=columns or None, caching=caching,
+                     filterString=filter_string, sortColumns=True)
+        return int(self._call("scan", lambda c: c.scannerOpenWithScan(
+            self.full_name, scan, {}), retry=True))
+
+    def scanner_rows(self, scanner_id: int, count: int) -> list[Any]:
+        """Thrift1 ``scannerGetList``: never repeated (it moves the scanner on)."""
+        return list(self._call("scan", lambda c: c.scannerGetList(scanner_id, count)))
+
+    def close_scanner(self, scanner_id: int) -> None:
+        self._call("close a scanner of", lambda c: c.scannerClose(scanner_id))
 
     def scan_many(self, ranges: Sequence[Range],
                   columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
@@ -363,79 +381,12 @@ class HBaseTable:
         descriptors = self._call("describe", lambda c: c.getColumnDescriptors(self.full_name),
                                  retry=True)
         families = [name.rstrip(b":") for name in descriptors]
-        keys = [key for key, _ in _Scanner(self, b"", None, [], MAX_ROWS_PER_SCAN_CALL,
+        keys = [key for key, _ in Scanner(self, b"", None, [], MAX_ROWS_PER_SCAN_CALL,
                                            b"FirstKeyOnlyFilter() AND KeyOnlyFilter()").rows()]
         for start in range(0, len(keys), MAX_ROWS_PER_SCAN_CALL):
             self._mutate([BatchMutation(row=key, mutations=[
                 Mutation(isDelete=True, column=family) for family in families])
                 for key in keys[start:start + MAX_ROWS_PER_SCAN_CALL]])
-
-
-class _Scanner:
-    """A Thrift1 scanner read batch by batch; each batch borrows a pooled connection only for
-    its call (scanner ids live in the gateway, not in a connection), so an abandoned or slow
-    consumer never holds a connection. A broken connection or an expired scanner lease
-    reopens the scan just after the last row returned."""
-
-    def __init__(self, table: HBaseTable, start: bytes, stop: bytes | None,
-                 columns: list[bytes], per_call: int, filter_string: bytes | None) -> None:
-        self.table = table
-        self.start = start
-        self.stop = stop
-        self.columns = columns
-        self.per_call = per_call
-        self.filter_string = filter_string
-
-    def _open(self, start: bytes) -> int:
-        scan = TScan(startRow=start, stopRow=self.stop, columns=self.columns or None,
-                     caching=self.per_call, filterString=self.filter_string, sortColumns=True)
-        return int(self.table._call("scan", lambda c: c.scannerOpenWithScan(
-            self.table.full_name, scan, {}), retry=True))
-
-    def _close(self, scanner_id: int) -> None:
-        try:
-            self.table.store.call("close a scanner", lambda c: c.scannerClose(scanner_id))
-        except StorageError as exc:  # the gateway expires it anyway; the rows are read
-            log.info("could not close an HBase scanner: %s", exc.details)
-
-    def _next(self, scanner_id: int, resume: bytes) -> tuple[int, list[Any]]:
-        try:
-            return scanner_id, self.table._call(
-                "scan", lambda c: c.scannerGetList(scanner_id, self.per_call))
-        except StorageError as exc:
-            cause = exc.__cause__
-            if cause is None or not (hbase_errors.is_lost_scanner(cause) or (
-                    hbase_errors.is_transport_error(cause)
-                    and not hbase_errors.is_timeout(cause))):
-                raise
-        log.info("reopening an HBase scan of %s", self.table.name)
-        scanner_id = self._open(resume)
-        return scanner_id, self.table._call(
-            "scan", lambda c: c.scannerGetList(scanner_id, self.per_call))
-
-    def rows(self, limit: int | None = None) -> Iterator[tuple[bytes, Row]]:
-        scanner_id = self._open(self.start)
-        reachable = True
-        resume = self.start
-        try:
-            remaining = limit
-            while remaining is None or remaining > 0:
-                scanner_id, results = self._next(scanner_id, resume)
-                for result in islice(results, remaining):
-                    yield result.row, {col.columnName: col.cell.value
-                                       for col in result.sortedColumns}
-                if results:
-                    resume = results[-1].row + b"\x00"  # the smallest key after the last
-                if remaining is not None:
-                    remaining -= len(results)
-                if len(results) < self.per_call:
-                    return  # a short batch is the end of the range
-        except StorageUnavailableError:
-            reachable = False  # closing would only wait for the same unreachable server
-            raise
-        finally:
-            if reachable:
-                self._close(scanner_id)
 
 
 def _cells(columns: Mapping[bytes, Any] | None) -> Row:

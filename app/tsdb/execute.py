@@ -36,11 +36,12 @@ def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
             outcome.results += _run_sub(tsdb, query, sub, outcome)
             elapsed_ms = (time.perf_counter() - started) * 1000
             if timeout_ms and elapsed_ms > timeout_ms:
-                raise QueryTimeoutError(f"Query timeout exceeded after {elapsed_ms:.0f} ms "
+                raise QueryTimeoutError(f"Query timeout exceeded after {elapsed_ms:.0f} ms, "
+                                        f"in sub query {sub.index} "
                                         f"(tsd.query.timeout={timeout_ms})")
     except (QueryLimitError, QueryTimeoutError) as exc:
         log.warning("%s: %s", exc.message, describe_query(query))
-        exc.details = exc.details or describe_query(query)
+        exc.details = describe_query(query)
         raise
     if query.global_annotations and not query.no_annotations:
         from app.tsdb.annotations import global_annotations

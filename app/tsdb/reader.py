@@ -22,7 +22,7 @@ import numpy as np
 
 from app.engine.execute import scan_bounds_ms
 from app.engine.model import Int64Array, Series
-from app.errors import NoSuchUniqueId, QueryLimitError
+from app.errors import BadRequestError, NoSuchUniqueId, QueryLimitError
 from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.storage import codec
@@ -81,6 +81,7 @@ class SeriesReader:
         first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
         filters = [build_filter(f) for f in sub.filters]
         if sub.tsuids:
+            self._check_tsuids(sub.tsuids)
             groups = self._tsuid_rows(sub.tsuids, first_s, last_s)
         else:
             assert sub.metric is not None
@@ -89,6 +90,18 @@ class SeriesReader:
             groups = self._metric_rows(metric_uid, constraints, sub.explicit_tags, filters,
                                        first_s, last_s)
         return self._decode(groups, filters, sub.explicit_tags, sub.index)
+
+    def _check_tsuids(self, tsuids: Sequence[str]) -> None:
+        """Whole UIDs, one metric (``TsdbQuery#setTimeSeries``; OpenTSDB answers 500)."""
+        metric_hex = 2 * self.layout.metric_width
+        pair_hex = 2 * (self.layout.tagk_width + self.layout.tagv_width)
+        for tsuid in tsuids:
+            if len(tsuid) < metric_hex or (len(tsuid) - metric_hex) % pair_hex:
+                raise BadRequestError(f"Invalid TSUID: {tsuid}",
+                                      "The TSUID does not match the configured UID widths")
+            if tsuid[:metric_hex].upper() != tsuids[0][:metric_hex].upper():
+                raise BadRequestError("One or more TSUIDs did not share the same metric "
+                                      f"[{tsuids[0][:metric_hex]}] [{tsuid[:metric_hex]}]")
 
     def _resolve(self, constraints: list[KeyConstraint]) -> list[_UidConstraint]:
         resolved = []
@@ -180,8 +193,9 @@ class SeriesReader:
         self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
         if self.max_points and self.stats.points > self.max_points:
             raise QueryLimitError(
-                f"Sub query {index} has exceeded the data points limit of {self.max_points}",
-                f"it read {self.stats.points} data points")
+                f"Sorry, you have attempted to fetch more than our limit of {self.max_points} "
+                f"data points (sub query {index} read {self.stats.points}). Please try "
+                "filtering using more tags or decrease your time range.")
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
 
     def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:

@@ -9,14 +9,17 @@ DATA_FAMILY = b"t"
 
 # create_table.sh: tsdb-uid has families id and name, tsdb has t, tsdb-tree t, tsdb-meta name;
 # VERSIONS 1 everywhere but the UID table, BLOOMFILTER ROW, compression configurable (NONE here).
-FAMILY_OPTIONS = {"max_versions": 1, "bloom_filter_type": "ROW"}
+# Options a family leaves out get HBase's own defaults (VERSIONS 1, block cache on): the HBase
+# backend fills them in, because Thrift1's column descriptor defaults differ.
+UID_FAMILY_OPTIONS = {"bloom_filter_type": "ROW", "compression": "NONE"}
+FAMILY_OPTIONS = {"max_versions": 1, **UID_FAMILY_OPTIONS}
 
 
 def table_families(config: Config) -> dict[str, dict[str, dict[str, object]]]:
     """Table name -> family -> options, with names from the configuration."""
     return {
-        config["tsd.storage.hbase.uid_table"]: {"id": {"bloom_filter_type": "ROW"},
-                                               "name": {"bloom_filter_type": "ROW"}},
+        config["tsd.storage.hbase.uid_table"]: {"id": dict(UID_FAMILY_OPTIONS),
+                                               "name": dict(UID_FAMILY_OPTIONS)},
         config["tsd.storage.hbase.data_table"]: {"t": dict(FAMILY_OPTIONS)},
         config["tsd.storage.hbase.tree_table"]: {"t": dict(FAMILY_OPTIONS)},
         config["tsd.storage.hbase.meta_table"]: {"name": dict(FAMILY_OPTIONS)},

@@ -240,6 +240,27 @@ def test_increments_are_never_repeated(proxied: tuple[Proxy, TSDB, Flask]) -> No
     assert table.counter_inc(b"\x00", b"id:metrics") == 2
 
 
+def test_concurrent_salt_scans_fail_as_a_503_when_hbase_goes_away(
+        hbase_host_port: tuple[str, int], tmp_path: Path) -> None:
+    proxy = Proxy(hbase_host_port)
+    config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True,
+                                                "tsd.storage.salt.width": 1})
+    config["tsd.storage"] = f"hbase://127.0.0.1:{proxy.port}"
+    tsdb = make_tsdb(config)
+    app = create_app(dict(tsdb.config))
+    app.extensions["tsdb"] = tsdb
+    client = app.test_client()
+    try:
+        assert client.post("/api/put", data=json.dumps(POINT)).status_code == 204
+        assert client.get(QUERY).status_code == 200  # UIDs cached: next, only the scans
+        proxy.close()  # HBase gone: live connections cut, new ones refused
+        assert_opentsdb_error(client.get(QUERY), 503, "HBase is unavailable")
+    finally:
+        config["tsd.storage"] = "hbase://{}:{}".format(*hbase_host_port)
+        drop_tables(make_tsdb(config))
+        tsdb.close()
+
+
 def test_a_missing_table_is_a_500_naming_it_without_a_stack_trace(
         hbase_host_port: tuple[str, int], tmp_path: Path) -> None:
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})

@@ -1,0 +1,111 @@
+"""Reading one HBase scan batch by batch through the Thrift1 gateway.
+
+A Thrift1 scanner is an id held by the gateway, not by a connection, so every batch borrows a
+pooled connection for one ``scannerGetList`` call only: an abandoned or slow consumer never
+holds a connection. When a connection breaks or the gateway forgot the scanner (its lease
+expired), the scan is reopened just after the last row returned, so no row is lost or repeated.
+
+Rows per call adapt to the rows' size: a compacted hour row is one cell, a raw one up to 3600,
+and a call should move megabytes, not hundreds of them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any, Protocol
+
+from app.errors import StorageError, StorageUnavailableError
+from app.storage import hbase_errors
+from app.storage.base import Row
+
+log = logging.getLogger(__name__)
+
+FIRST_SCAN_CALL_ROWS = 100  # until the rows' size is known
+SCAN_CALL_CELLS = 200_000  # later calls: about this many cells (~8 MB)
+
+
+class ScannerCalls(Protocol):
+    """The three Thrift1 scanner calls, as ``HBaseTable`` makes them."""
+
+    name: str
+
+    def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
+                     caching: int, filter_string: bytes | None) -> int: ...
+
+    def scanner_rows(self, scanner_id: int, count: int) -> list[Any]: ...
+
+    def close_scanner(self, scanner_id: int) -> None: ...
+
+
+class Scanner:
+    """One scan of ``[start, stop)``; :meth:`rows` yields ``(row_key, cells)``."""
+
+    def __init__(self, table: ScannerCalls, start: bytes, stop: bytes | None,
+                 columns: list[bytes], max_rows: int, filter_string: bytes | None) -> None:
+        self.table = table
+        self.start = start
+        self.stop = stop
+        self.columns = columns
+        self.max_rows = max_rows
+        self.per_call = min(max_rows, FIRST_SCAN_CALL_ROWS)
+        self.filter_string = filter_string
+
+    def _open(self, start: bytes) -> int:
+        return self.table.open_scanner(start, self.stop, self.columns, self.per_call,
+                                       self.filter_string)
+
+    def _close(self, scanner_id: int) -> None:
+        try:
+            self.table.close_scanner(scanner_id)
+        except StorageError as exc:  # the gateway expires it anyway; the rows are read
+            log.info("could not close an HBase scanner: %s", exc.details)
+
+    def _next(self, scanner_id: int, count: int, resume: bytes) -> tuple[int, list[Any]]:
+        try:
+            return scanner_id, self.table.scanner_rows(scanner_id, count)
+        except StorageError as exc:
+            if not _reopenable(exc.__cause__):
+                raise
+        log.info("reopening an HBase scan of %s", self.table.name)
+        scanner_id = self._open(resume)
+        return scanner_id, self.table.scanner_rows(scanner_id, count)
+
+    def _resize(self, results: list[Any]) -> None:
+        cells = sum(len(result.sortedColumns) for result in results)
+        rows_in_budget = SCAN_CALL_CELLS * len(results) // max(cells, 1)
+        self.per_call = max(1, min(self.max_rows, rows_in_budget))
+
+    def rows(self, limit: int | None = None) -> Iterator[tuple[bytes, Row]]:
+        scanner_id = self._open(self.start)
+        reachable = True
+        resume = self.start
+        try:
+            remaining = limit
+            while remaining is None or remaining > 0:
+                count = self.per_call if remaining is None else min(self.per_call, remaining)
+                scanner_id, results = self._next(scanner_id, count, resume)
+                for result in results:
+                    yield result.row, {col.columnName: col.cell.value
+                                       for col in result.sortedColumns}
+                if len(results) < count:
+                    return  # a short batch is the end of the range
+                resume = results[-1].row + b"\x00"  # the smallest key after the last
+                if remaining is not None:
+                    remaining -= len(results)
+                self._resize(results)
+        except StorageUnavailableError:
+            reachable = False  # closing would only wait for the same unreachable server
+            raise
+        finally:
+            if reachable:
+                self._close(scanner_id)
+
+
+def _reopenable(cause: BaseException | None) -> bool:
+    """A lost scanner, or a broken (not timed-out) connection: reopening may work."""
+    if cause is None:
+        return False
+    if hbase_errors.is_lost_scanner(cause):
+        return True
+    return hbase_errors.is_transport_error(cause) and not hbase_errors.is_timeout(cause)
