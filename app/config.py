@@ -53,6 +53,12 @@ SETTINGS: dict[str, Setting] = {
         10000, int, "pytsd: HBase Thrift socket timeout in milliseconds."
     ),
     "tsd.storage.hbase.pool_size": Setting(4, int, "pytsd: Thrift connections per process."),
+    "tsd.storage.sqlite.synchronous": Setting(
+        "FULL", lambda text: _choice(text, ("FULL", "NORMAL")),
+        "pytsd: embedded store durability. `FULL` syncs every write to disk before it is "
+        "acknowledged (survives power loss); `NORMAL` survives a crash of pytsd but not of "
+        "the machine, and writes several times faster.",
+    ),
     "tsd.storage.salt.width": Setting(0, int, "Salt bytes in front of each row key (0 = off)."),
     "tsd.storage.salt.buckets": Setting(20, int, "Number of salt buckets."),
     "tsd.storage.uid.width.metric": Setting(3, int, "Metric UID width in bytes."),
@@ -127,6 +133,13 @@ SETTINGS: dict[str, Setting] = {
         "back; empty scans the metric's whole history, as OpenTSDB does.",
     ),
 }
+
+
+def _choice(text: str, allowed: tuple[str, ...]) -> str:
+    value = text.strip().upper()
+    if value not in allowed:
+        raise ValueError(f"expected one of {', '.join(allowed)}")
+    return value
 
 
 def env_name(key: str) -> str:

@@ -78,5 +78,7 @@ def bench_import(storage_env: dict[str, str] | None = None,
 
 
 if __name__ == "__main__":
-    bench_http_put()
+    bench_http_put(label="embedded store, synchronous=FULL (default)")
+    bench_http_put({"TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL", "TSD_STORAGE": temp_storage_url()},
+                   label="embedded store, synchronous=NORMAL")
     bench_import()

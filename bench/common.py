@@ -37,7 +37,7 @@ def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
     process = subprocess.Popen(
         [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", f"127.0.0.1:{port}",
          "--workers", str(workers), "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, **env})
+        cwd=ROOT, env={**os.environ, "GUNICORN_ACCESSLOG": "/dev/null", **env})
     url = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 30

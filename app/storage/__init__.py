@@ -19,7 +19,7 @@ def open_store(config: Config) -> Store:
         path = url[len("sqlite://"):]
         if not path or path == "/":
             raise TsdbError(f"Invalid tsd.storage URL: {url}", "Use sqlite:///absolute/path.db")
-        return SqliteStore(path)
+        return SqliteStore(path, synchronous=config["tsd.storage.sqlite.synchronous"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore
