@@ -32,7 +32,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["TSD"] = tsd_config = load_config(config)
-    app.extensions["tsdb"] = TSDB(tsd_config)
+    app.extensions["tsdb"] = tsdb = TSDB(tsd_config)
+    if tsdb.compaction_queue is not None:
+        # create_app runs in each gunicorn worker (no preload), so this thread is per worker.
+        from app.tsdb.compaction import run_in_background
+
+        run_in_background(tsdb.compaction_queue, tsd_config["tsd.storage.compaction.interval_s"])
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     errors.init_app(app)

@@ -115,6 +115,9 @@ SETTINGS: dict[str, Setting] = {
     "tsd.query.limits.bytes.default": Setting(
         0, int, "Most bytes one sub-query may read (0 = no limit)."
     ),
+    "tsd.query.skip_unresolved_tagvs": Setting(
+        False, parse_bool, "Drop unknown literal tag values from filters instead of a 400."
+    ),
     "tsd.query.allow_delete": Setting(False, parse_bool, "Honour `delete` in queries."),
     "tsd.query.last.default_back_scan": Setting(
         24, int,

@@ -14,6 +14,7 @@ from app.config import Config
 from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
+from app.tsdb.compaction import CompactionQueue
 from app.tsdb.uid import KINDS, UniqueId
 
 
@@ -34,6 +35,10 @@ class TSDB:
         widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
                   "tagv": self.layout.tagv_width}
         self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind]) for kind in KINDS}
+        # Rows written by this process, for background compaction (None when it is off).
+        self.compaction_queue: CompactionQueue | None = None
+        if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
+            self.compaction_queue = CompactionQueue(self.data_table, self.layout)
         self._store: Store | None = None
         self._pid = 0
         self._lock = threading.Lock()

@@ -8,11 +8,16 @@ already one column), as in OpenTSDB.
 
 from __future__ import annotations
 
+import logging
+import threading
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from app.storage import codec
 from app.storage.base import Row, Table
+
+log = logging.getLogger(__name__)
 
 MAX_TIMESPAN_S = 3600
 DATA_PREFIX = b"t:"
@@ -71,3 +76,59 @@ def compact_table(table: Table, base_time_of: codec.RowKeyLayout,
             stats.rows_compacted += 1
             stats.cells_merged += merged
     return stats
+
+
+class CompactionQueue:
+    """Rows written since the last pass, compacted once their hour is over (OpenTSDB's
+    ``CompactionQueue``): the background pass touches only those rows, never the whole table.
+
+    One queue per process; with several gunicorn workers each compacts the rows it wrote.
+    """
+
+    def __init__(self, table: Callable[[], Table], layout: codec.RowKeyLayout) -> None:
+        self._table = table
+        self._layout = layout
+        self._rows: set[bytes] = set()
+        self._lock = threading.Lock()
+
+    def add(self, rows: Iterable[bytes]) -> None:
+        with self._lock:
+            self._rows.update(rows)
+
+    def __len__(self) -> int:
+        return len(self._rows)
+
+    def flush(self, now_s: int | None = None) -> CompactionStats:
+        """Compact the queued rows whose hour is over; keep the others queued."""
+        now_s = int(time.time()) if now_s is None else now_s
+        with self._lock:
+            due = {row for row in self._rows
+                   if self._layout.parse_row_key(row).base_time_s + MAX_TIMESPAN_S <= now_s}
+            self._rows -= due
+        stats = CompactionStats()
+        table = self._table()
+        for row in sorted(due):
+            stats.rows_scanned += 1
+            merged = compact_row(table, row, table.row(row, [b"t"]))
+            if merged:
+                stats.rows_compacted += 1
+                stats.cells_merged += merged
+        return stats
+
+
+def run_in_background(queue: CompactionQueue, interval_s: int) -> threading.Thread:
+    """A daemon thread flushing ``queue`` every ``interval_s`` seconds; errors are logged."""
+    def loop() -> None:
+        while True:
+            time.sleep(interval_s)
+            try:
+                stats = queue.flush()
+                if stats.rows_compacted:
+                    log.info("compacted %d rows (%d cells)", stats.rows_compacted,
+                             stats.cells_merged)
+            except Exception:  # a failed pass must not kill the thread; the next one retries
+                log.exception("background compaction failed")
+
+    thread = threading.Thread(target=loop, name="pytsd-compaction", daemon=True)
+    thread.start()
+    return thread

@@ -109,10 +109,17 @@ class SeriesReader:
             tagk_uid = self.tsdb.tagk.get_id(constraint.tagk)
             literal_uids = None
             if constraint.literals is not None:
-                literal_uids = frozenset(self.tsdb.tagv.get_id(v)
-                                         for v in sorted(constraint.literals))
+                literal_uids = self._literal_uids(constraint.literals)
             resolved.append(_UidConstraint(tagk_uid, constraint.excluded, literal_uids))
         return resolved
+
+    def _literal_uids(self, literals: frozenset[str]) -> frozenset[bytes]:
+        """UIDs of literal tag values; an unknown one is a 400 unless
+        ``tsd.query.skip_unresolved_tagvs`` says to drop it (then nothing may match)."""
+        if not self.tsdb.config["tsd.query.skip_unresolved_tagvs"]:
+            return frozenset(self.tsdb.tagv.get_id(v) for v in sorted(literals))
+        found = (self.tsdb.tagv.find_id(v) for v in sorted(literals))
+        return frozenset(uid for uid in found if uid is not None)
 
     def _metric_rows(self, metric_uid: bytes, constraints: list[_UidConstraint],
                      explicit_tags: bool, filters: Sequence[TagFilter], first_s: int,

@@ -167,6 +167,8 @@ class PointWriter:
             rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
         table.put_many((row, {b"t:" + q: v for q, v in row_cells.items()})
                        for row, row_cells in sorted(rows.items()))
+        if self.tsdb.compaction_queue is not None:
+            self.tsdb.compaction_queue.add(rows)
 
     def row_template(self, metric: str, tags: Mapping[str, str]) -> bytes:
         """The series' row key with a zero base time (the salt does not depend on time)."""

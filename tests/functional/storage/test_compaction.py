@@ -54,3 +54,19 @@ def test_annotations_survive_compaction(tsdb: TSDB) -> None:
     cells = table.row(ROW)
     assert cells[b"t:\x01\x00\x05"] == note
     assert cells[b"t:" + bytes.fromhex("000000A0")] == bytes.fromhex("010200")
+
+
+def test_background_queue_compacts_only_rows_written_and_due(tsd_config: dict[str, object]) -> None:
+    from tests.conftest import make_tsdb
+
+    tsdb = make_tsdb({**tsd_config, "tsd.storage.compaction.background": True})
+    assert tsdb.compaction_queue is not None
+    write(tsdb, (T0, 1), (T0 + 10, 2), (T0 + 3600, 3), (T0 + 3610, 4))
+    assert len(tsdb.compaction_queue) == 2
+    stats = tsdb.compaction_queue.flush(now_s=T0 + 3600 + 1800)  # only the first hour is over
+    assert (stats.rows_compacted, stats.cells_merged) == (1, 2)
+    compacted = {b"t:" + bytes.fromhex("000000A0"): bytes.fromhex("010200")}
+    assert tsdb.data_table().row(ROW) == compacted
+    assert len(tsdb.compaction_queue) == 1
+    assert tsdb.compaction_queue.flush(now_s=T0 + 7200).rows_compacted == 1
+    assert len(tsdb.compaction_queue) == 0
