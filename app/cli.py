@@ -15,7 +15,7 @@ from typing import IO
 import click
 
 from app.config import load_config
-from app.errors import TsdbError
+from app.errors import StorageError, TsdbError
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
@@ -28,7 +28,18 @@ def open_tsdb(**overrides: object) -> TSDB:
     return TSDB(load_config({k: v for k, v in overrides.items() if v is not None}))
 
 
-@click.group()
+class TsdbGroup(click.Group):
+    """Report pytsd's own errors (bad input, storage down) as one line, not a traceback."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except TsdbError as exc:
+            details = f" ({exc.details})" if exc.details else ""
+            raise click.ClickException(exc.message + details) from exc
+
+
+@click.group(cls=TsdbGroup)
 def main() -> None:
     """pytsd: an OpenTSDB-compatible time-series server."""
 
@@ -101,6 +112,8 @@ def import_file(writer: PointWriter, path: str, progress: bool) -> tuple[int, in
                 continue
             try:
                 importer.add(line)
+            except StorageError:
+                raise  # the store failed, not this name or line: fail the whole request
             except TsdbError as exc:
                 failed += 1
                 click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)

@@ -17,6 +17,7 @@ from app.errors import (
     MethodNotAllowedError,
     NoSuchUniqueId,
     NotFoundError,
+    StorageError,
     TsdbError,
 )
 from app.tsdb import TSDB
@@ -86,6 +87,8 @@ def assign() -> Response:
         for name in source[kind]:
             try:
                 assigned[name] = _assign_one(tsdb, kind, name)
+            except StorageError:
+                raise  # the store failed, not this name or line: fail the whole request
             except TsdbError as exc:
                 errors[name] = exc.message
         body[kind] = dict(sorted(assigned.items()))

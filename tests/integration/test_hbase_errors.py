@@ -158,15 +158,16 @@ def test_nothing_listening_is_a_503_with_opentsdbs_error_json() -> None:
 def test_a_server_that_never_answers_times_out_without_a_retry() -> None:
     listener = Listener(hang_up=False)
     try:
-        client = app_for(f"hbase://127.0.0.1:{listener.port}").test_client()
+        client = app_for(f"hbase://127.0.0.1:{listener.port}",
+                         **{"tsd.storage.hbase.timeout_ms": 1000}).test_client()
         started = time.monotonic()
         error = assert_opentsdb_error(client.get(QUERY), 503, "HBase is unavailable")
         elapsed_s = time.monotonic() - started
     finally:
         listener.close()
     assert "did not answer in time" in error["message"]
-    # One 500 ms socket timeout; a retry would double it.
-    assert 0.4 < elapsed_s < 0.95
+    # One 1 s socket timeout; a retry would take at least 2 s.
+    assert 0.9 < elapsed_s < 1.9
 
 
 def test_a_server_that_hangs_up_is_a_503() -> None:
