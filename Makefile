@@ -22,7 +22,7 @@ install-test:  ## Install test and dev dependencies (pip packages, Debian chromi
 
 run: install  ## Serve on http://127.0.0.1:4242 with demo data (loaded on first run)
 	pytsd demo --if-empty
-	pytsd serve --port $(PORT)
+	TSD_CORE_AUTO_CREATE_METRICS=$${TSD_CORE_AUTO_CREATE_METRICS:-true} pytsd serve --port $(PORT)
 
 serve: install  ## Serve without loading demo data
 	pytsd create-tables
