@@ -28,6 +28,7 @@ from app import create_app
 from app.cli import main
 from app.storage.hbase import HBaseStore
 from app.tsdb import TSDB
+from tests import golden
 from tests.conftest import backend_config, drop_tables, hbase_address, make_tsdb
 
 NICE = {"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18,
@@ -117,22 +118,9 @@ def test_put_writes_opentsdbs_golden_cells(hbase_app: Callable[..., Any],
                                            raw: happybase.Connection) -> None:
     app, _, prefix = hbase_app()
     assert app.test_client().post("/api/put", data=json.dumps(NICE)).status_code == 204
-    # Row 000001 50473EC0 000001 000001 (metric, 1346846400, host, web01), qualifier 0000
-    # (offset 0, 1-byte int), value 0x12 = 18: OpenTSDB's put golden case.
     assert raw_cells(raw, prefix + "tsdb") == [
-        (bytes.fromhex("00000150473EC0000001000001"), b"t:\x00\x00", b"\x12")]
-    one = b"\x00\x00\x01"
-    # UniqueId: forward rows name -> id:kind, reverse rows uid -> name:kind, MAXID row 0x00
-    # holding 8-byte counters.
-    assert set(raw_cells(raw, prefix + "tsdb-uid")) == {
-        (b"\x00", b"id:metrics", (1).to_bytes(8, "big")),
-        (b"\x00", b"id:tagk", (1).to_bytes(8, "big")),
-        (b"\x00", b"id:tagv", (1).to_bytes(8, "big")),
-        (one, b"name:metrics", b"sys.cpu.nice"), (one, b"name:tagk", b"host"),
-        (one, b"name:tagv", b"web01"),
-        (b"sys.cpu.nice", b"id:metrics", one), (b"host", b"id:tagk", one),
-        (b"web01", b"id:tagv", one),
-    }
+        (golden.PUT_ROW, b"t:" + golden.PUT_QUALIFIER, golden.PUT_VALUE)]
+    assert set(raw_cells(raw, prefix + "tsdb-uid")) == golden.PUT_UID_CELLS
 
 
 def test_salted_appends_with_ms_and_4_byte_uids(hbase_app: Callable[..., Any],

@@ -10,6 +10,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.tsdb import TSDB
+from tests import golden
 
 NICE = {"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18,
         "tags": {"host": "web01"}}
@@ -29,20 +30,12 @@ def test_single_put_writes_exactly_opentsdbs_cells(client: FlaskClient, tsdb: TS
     response = post(client, NICE)
     assert response.status_code == 204
     assert response.data == b""
-    # Row 000001 50473EC0 000001 000001, qualifier 0000 (offset 0, 1-byte int), value 0x12.
-    assert data_cells(tsdb) == [("00000150473EC0000001000001", "743A0000", "12")]
+    assert data_cells(tsdb) == [(golden.PUT_ROW.hex().upper(),
+                                 (b"t:" + golden.PUT_QUALIFIER).hex().upper(),
+                                 golden.PUT_VALUE.hex().upper())]
     uid_cells = {(row, col, val) for row, cells in tsdb.uid_table().scan()
                  for col, val in cells.items()}
-    one = b"\x00\x00\x01"
-    assert uid_cells == {
-        (b"\x00", b"id:metrics", (1).to_bytes(8, "big")),
-        (b"\x00", b"id:tagk", (1).to_bytes(8, "big")),
-        (b"\x00", b"id:tagv", (1).to_bytes(8, "big")),
-        (one, b"name:metrics", b"sys.cpu.nice"), (one, b"name:tagk", b"host"),
-        (one, b"name:tagv", b"web01"),
-        (b"sys.cpu.nice", b"id:metrics", one), (b"host", b"id:tagk", one),
-        (b"web01", b"id:tagv", one),
-    }
+    assert uid_cells == golden.PUT_UID_CELLS
 
 
 @pytest.mark.parametrize(("value", "qualifier", "stored"), [
