@@ -233,3 +233,23 @@ def test_explicit_tags_and_tsuid_queries_find_the_salted_rows(
 def test_suggest_reads_4_byte_uid_rows(opentsdb_data: FlaskClient) -> None:
     assert opentsdb_data.get("/api/suggest?type=tagv&q=web").json == ["web01", "web02"]
     assert opentsdb_data.get("/api/suggest?type=metrics").json == ["sys.cpu.user"]
+
+
+def test_raw_opentsdb_annotation_is_listed_and_editable(hbase_app: Callable[..., Any],
+                                                        raw: happybase.Connection) -> None:
+    app, _, prefix = hbase_app(**SALTED)
+    write_opentsdb_cells(raw, prefix)
+    client: FlaskClient = app.test_client()
+    listing = client.get(f"/api/annotation/list?{RANGE}&m=sys.cpu.user{{host=web01}}"
+                         "&global=false&q=deploy")
+    assert listing.status_code == 200, listing.get_data(as_text=True)
+    [note] = listing.json["annotations"]
+    assert (note["tsuid"], note["startTime"], note["description"]) == (
+        TSUID_WEB01, HOUR_S + 10, "deploy")
+    # Edit it the OpenTSDB way (POST merges), then read the very same cell back raw.
+    edit = {"tsuid": TSUID_WEB01, "startTime": HOUR_S + 10, "notes": "rolled back"}
+    assert client.post("/api/annotation", data=json.dumps(edit)).status_code == 200
+    cell = raw.table(prefix + "tsdb").row(SALT_WEB01 + METRIC + HOUR + HOST + WEB01,
+                                          columns=[b"t:\x01\x00\x0a"])
+    stored = json.loads(cell[b"t:\x01\x00\x0a"])
+    assert (stored["description"], stored["notes"]) == ("deploy", "rolled back")
