@@ -44,7 +44,7 @@ from Hbase_thrift import (  # the thriftpy2 module that `import happybase` regis
 from thriftpy2.thrift import TException
 
 from app.config import Config
-from app.errors import NotFoundError, StorageError, StorageUnavailableError
+from app.errors import StorageError, StorageUnavailableError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
 from app.storage.hbase_scan import Scanner
@@ -188,7 +188,7 @@ class HBaseStore:
     def table(self, name: str) -> HBaseTable:
         if name not in self._known_tables:
             if name not in self.table_names():
-                raise NotFoundError(f"Table not found: {self.table_prefix}{name}",
+                raise StorageError(f"Table not found: {self.table_prefix}{name}",
                                     "Run `pytsd create-tables` to create OpenTSDB's tables")
         return HBaseTable(self, name)
 

@@ -17,7 +17,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from app.errors import NotFoundError, StorageError
+from app.errors import StorageError
 from app.storage.base import Row, prefix_stop
 
 SCHEMA = """
@@ -51,6 +51,7 @@ class SqliteStore:
         self.synchronous = synchronous
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
+        self._known_tables: set[str] = set()
         self.connection().executescript(SCHEMA)
 
     def connection(self) -> sqlite3.Connection:
@@ -80,10 +81,14 @@ class SqliteStore:
         db.execute("COMMIT")
 
     def table(self, name: str) -> SqliteTable:
+        if name in self._known_tables:
+            return SqliteTable(self, name)
         row = self.connection().execute(
             "SELECT families FROM hbase_tables WHERE name = ?", (name,)).fetchone()
-        if row is None:
-            raise NotFoundError(f"Table not found: {name}",
+        if row is not None:
+            self._known_tables.add(name)  # tables are never dropped while we run
+        else:
+            raise StorageError(f"Table not found: {name}",
                                 "Run `pytsd create-tables` to create OpenTSDB's tables")
         return SqliteTable(self, name)
 
