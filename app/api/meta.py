@@ -14,6 +14,7 @@ from flask import Response, current_app, jsonify
 from app import __version__
 from app.api import bp, stats
 from app.engine.aggregators import AGGREGATORS
+from app.errors import BadRequestError, NotFoundError, TsdbError
 from app.query.filters import config_filters
 
 #: The OpenTSDB API level pytsd implements, reported as ``version`` (clients compare it).
@@ -94,3 +95,17 @@ def dropcaches() -> Response:
     current_app.extensions["tsdb"].drop_caches()
     current_app.extensions.pop("tsdb.writer", None)
     return jsonify({"message": "Caches dropped", "status": "200"})
+
+
+@bp.route("/v<version>/", defaults={"rest": ""},
+          methods=["GET", "POST", "PUT", "DELETE"])
+@bp.route("/v<version>/<path:rest>", methods=["GET", "POST", "PUT", "DELETE"])
+def other_api_version(version: str, rest: str) -> Response:
+    """``/api/v1/...`` is ``/api/...``; any other version is refused as OpenTSDB does."""
+    if not version.isdigit():
+        raise BadRequestError("Invalid API version format supplied",
+                              f"API version [{version}] cannot be parsed to an integer")
+    if int(version) > 1:
+        raise TsdbError("Requested API version is greater than the max implemented",
+                        f"API version [{version}] is greater than the max [1]", code=501)
+    raise NotFoundError("Endpoint not found")

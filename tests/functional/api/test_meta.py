@@ -151,3 +151,19 @@ def test_unknown_endpoint(client: FlaskClient) -> None:
     response = client.get("/api/nothing")
     assert response.status_code == 404
     assert response.get_json() == {"error": {"code": 404, "message": "Endpoint not found"}}
+
+
+@pytest.mark.parametrize(("path", "status", "message"), [
+    ("/api/v2/query", 501, "Requested API version is greater than the max implemented"),
+    ("/api/v9/", 501, "Requested API version is greater than the max implemented"),
+    ("/api/vx/query", 400, "Invalid API version format supplied"),
+])
+def test_other_api_versions(client: FlaskClient, path: str, status: int, message: str) -> None:
+    response = client.get(path)
+    assert response.status_code == status
+    assert response.get_json()["error"]["message"] == message
+
+
+def test_api_v1_is_the_same_api(client: FlaskClient) -> None:
+    assert client.get("/api/v1/aggregators").get_json() == client.get(
+        "/api/aggregators").get_json()
