@@ -150,12 +150,17 @@ def tsdb(tsd_config: dict[str, Any]) -> Iterator[TSDB]:
     drop_tables(tsdb)
 
 
-@pytest.fixture
-def app(tsdb: TSDB) -> Flask:
+def app_over(tsdb: TSDB) -> Flask:
+    """The app over an existing TSDB (its store and UID caches), in testing mode."""
     app = create_app(dict(tsdb.config))
     app.extensions["tsdb"] = tsdb
     app.config["TESTING"] = True
     return app
+
+
+@pytest.fixture
+def app(tsdb: TSDB) -> Flask:
+    return app_over(tsdb)
 
 
 @pytest.fixture

@@ -20,10 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from werkzeug.test import TestResponse
 
-from app import create_app
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.cases.datasets import long_seconds
-from tests.conftest import drop_tables, make_tsdb
+from tests.conftest import app_over, drop_tables, make_tsdb
 
 RANGE = "start=1356998400&end=1357041600"
 LIMIT_MESSAGE = ("Sorry, you have attempted to fetch more than our limit of {limit} data points "
@@ -40,9 +39,7 @@ def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[..., FlaskClien
         tsdb = make_tsdb({**tsd_config, **overrides})
         made.append(tsdb)
         assert not any(PointWriter(tsdb).write([DataPoint(*p) for p in long_seconds()]))
-        app = create_app(dict(tsdb.config))
-        app.extensions["tsdb"] = tsdb
-        app.config["TESTING"] = True
+        app = app_over(tsdb)
         return app.test_client()
 
     yield build

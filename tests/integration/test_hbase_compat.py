@@ -24,12 +24,11 @@ from click.testing import CliRunner
 from flask import Flask
 from flask.testing import FlaskClient
 
-from app import create_app
 from app.cli import main
 from app.storage.hbase import HBaseStore
 from app.tsdb import TSDB
 from tests import golden
-from tests.conftest import backend_config, drop_tables, hbase_address, make_tsdb
+from tests.conftest import app_over, backend_config, drop_tables, hbase_address, make_tsdb
 
 NICE = {"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18,
         "tags": {"host": "web01"}}
@@ -71,9 +70,7 @@ def hbase_app(tmp_path: Path) -> Iterator[Callable[..., tuple[Flask, TSDB, str]]
                                                     **settings})
         tsdb = make_tsdb(config)
         made.append(tsdb)
-        app = create_app(dict(tsdb.config))
-        app.extensions["tsdb"] = tsdb
-        app.config["TESTING"] = True
+        app = app_over(tsdb)
         return app, tsdb, config["tsd.storage.hbase.table_prefix"]
 
     yield build

@@ -20,12 +20,11 @@ import happybase
 import pytest
 from flask import Flask
 
-from app import create_app
 from app.config import load_config
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase import HBaseStore
 from app.tsdb import TSDB
-from tests.conftest import backend_config, drop_tables, hbase_address, make_tsdb
+from tests.conftest import app_over, backend_config, drop_tables, hbase_address, make_tsdb
 
 QUERY = "/api/query?start=1356998400&end=1356998460&m=sum:sys.cpu.user"
 POINT = {"metric": "sys.cpu.user", "timestamp": 1356998400, "value": 1,
@@ -36,9 +35,7 @@ def app_for(storage: str, **settings: Any) -> Flask:
     config = {"tsd.storage": storage, "tsd.storage.hbase.timeout_ms": 500,
               "tsd.core.auto_create_metrics": True, **settings}
     tsdb = TSDB(load_config(config, environ={}))
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
-    app.config["TESTING"] = True
+    app = app_over(tsdb)
     return app
 
 
@@ -199,9 +196,7 @@ def proxied(hbase_host_port: tuple[str, int], tmp_path: Path
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})
     config["tsd.storage"] = f"hbase://127.0.0.1:{proxy.port}"
     tsdb = make_tsdb(config)
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
-    app.config["TESTING"] = True
+    app = app_over(tsdb)
     yield proxy, tsdb, app
     drop_tables(tsdb)
     proxy.close()
@@ -248,8 +243,7 @@ def test_concurrent_salt_scans_fail_as_a_503_when_hbase_goes_away(
                                                 "tsd.storage.salt.width": 1})
     config["tsd.storage"] = f"hbase://127.0.0.1:{proxy.port}"
     tsdb = make_tsdb(config)
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     client = app.test_client()
     try:
         assert client.post("/api/put", data=json.dumps(POINT)).status_code == 204
@@ -266,8 +260,7 @@ def test_a_missing_table_is_a_500_naming_it_without_a_stack_trace(
         hbase_host_port: tuple[str, int], tmp_path: Path) -> None:
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})
     tsdb = make_tsdb(config)
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     uid_table = config["tsd.storage.hbase.table_prefix"] + "tsdb-uid"
     with closing(happybase.Connection(*hbase_host_port, timeout=30_000)) as raw:
         raw.delete_table(uid_table, disable=True)

@@ -13,9 +13,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import create_app
 from app.tsdb import TSDB
-from tests.conftest import drop_tables, make_tsdb
+from tests.conftest import app_over, drop_tables, make_tsdb
 
 GRAFANA = "http://grafana.example:3000"
 PREFLIGHT = {"Origin": GRAFANA, "Access-Control-Request-Method": "POST",
@@ -31,8 +30,7 @@ def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[..., FlaskClien
                     "tsd.http.request.cors_domains": domains, **(extra or {})}
         tsdb = make_tsdb({**tsd_config, **settings})
         made.append(tsdb)
-        app = create_app(dict(tsdb.config))
-        app.extensions["tsdb"] = tsdb
+        app = app_over(tsdb)
         return app.test_client()
 
     yield build

@@ -17,9 +17,8 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import create_app
 from app.tsdb import TSDB
-from tests.conftest import drop_tables, make_tsdb
+from tests.conftest import app_over, drop_tables, make_tsdb
 
 T0 = 1356998400  # an hour boundary
 HOUR = 3600
@@ -60,9 +59,7 @@ def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[[dict[str, Any]
     def build(overrides: dict[str, Any]) -> FlaskClient:
         tsdb = make_tsdb({**tsd_config, **overrides})
         made.append(tsdb)
-        app = create_app(dict(tsdb.config))
-        app.extensions["tsdb"] = tsdb
-        app.config["TESTING"] = True
+        app = app_over(tsdb)
         return app.test_client()
 
     yield build

@@ -9,8 +9,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import create_app
-from tests.conftest import drop_tables, make_tsdb
+from tests.conftest import app_over, drop_tables, make_tsdb
 
 # Spec §4.1: the 35 names of Aggregators.set() in 2.4.0/2.4.1.
 OPENTSDB_AGGREGATORS = {
@@ -56,8 +55,7 @@ def test_config_filters(client: FlaskClient) -> None:
 def secret_client(tsd_config: dict[str, Any]) -> Iterator[FlaskClient]:
     tsdb = make_tsdb({**tsd_config, "tsd.storage.hbase.kerberos.password": "s3cret",
                       "tsd.custom.PASSPHRASE": "also secret", "tsd.custom.plain": "shown"})
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     yield app.test_client()
     drop_tables(tsdb)
 

@@ -6,14 +6,12 @@ from typing import Any
 
 import pytest
 
-from app import create_app
-from tests.conftest import make_tsdb
+from tests.conftest import app_over, make_tsdb
 
 
 def client_in_mode(tsd_config: dict[str, Any], mode: str) -> Any:
     tsdb = make_tsdb({**tsd_config, "tsd.mode": mode})
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     return app.test_client()
 
 

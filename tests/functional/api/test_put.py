@@ -11,6 +11,7 @@ from flask.testing import FlaskClient
 
 from app.tsdb import TSDB
 from tests import golden
+from tests.conftest import app_over, make_tsdb
 
 NICE = {"metric": "sys.cpu.nice", "timestamp": 1346846400, "value": 18,
         "tags": {"host": "web01"}}
@@ -133,24 +134,16 @@ def test_get_is_not_allowed(client: FlaskClient) -> None:
 
 
 def test_unknown_metric_without_auto_create(tsd_config: dict[str, Any]) -> None:
-    from app import create_app
-    from tests.conftest import make_tsdb
-
     tsdb = make_tsdb({**tsd_config, "tsd.core.auto_create_metrics": False})
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     response = app.test_client().post("/api/put?details", data=json.dumps(NICE))
     assert response.status_code == 400
     assert response.get_json()["errors"][0]["error"] == "Unknown metric"
 
 
 def test_append_mode_writes_one_column_per_row(tsd_config: dict[str, Any]) -> None:
-    from app import create_app
-    from tests.conftest import make_tsdb
-
     tsdb = make_tsdb({**tsd_config, "tsd.storage.enable_appends": True})
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     points = [{**NICE, "timestamp": 1346846400 + i, "value": i} for i in (0, 1)]
     assert app.test_client().post("/api/put", data=json.dumps(points)).status_code == 204
     # Append column 0x050000 holds qualifier+value pairs: 0000 00, 0010 01.

@@ -19,12 +19,11 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
-from app import create_app
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.last import LastPoint, LastQuery, last_points
 from app.tsdb.writer import DataPoint, PointWriter
-from tests.conftest import drop_tables, make_tsdb
+from tests.conftest import app_over, drop_tables, make_tsdb
 
 HOUR = 3600
 A, B, C = "000001000001000001", "000001000001000002", "000002000001000001"
@@ -210,8 +209,7 @@ def test_wrong_verb(client: FlaskClient) -> None:
 @pytest.fixture
 def salted_client(tsd_config: dict[str, Any]) -> Iterator[FlaskClient]:
     tsdb = make_tsdb({**tsd_config, "tsd.storage.salt.width": 1, "tsd.storage.salt.buckets": 3})
-    app = create_app(dict(tsdb.config))
-    app.extensions["tsdb"] = tsdb
+    app = app_over(tsdb)
     yield app.test_client()
     drop_tables(tsdb)
 
