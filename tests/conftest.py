@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -161,6 +161,21 @@ def app_over(tsdb: TSDB) -> Flask:
 @pytest.fixture
 def app(tsdb: TSDB) -> Flask:
     return app_over(tsdb)
+
+
+@pytest.fixture
+def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[[dict[str, Any]], FlaskClient]]:
+    """A factory of clients, each over a fresh store with extra settings (OpenTSDB keys)."""
+    made: list[TSDB] = []
+
+    def build(settings: dict[str, Any]) -> FlaskClient:
+        tsdb = make_tsdb({**tsd_config, **settings})
+        made.append(tsdb)
+        return app_over(tsdb).test_client()
+
+    yield build
+    for tsdb in made:
+        drop_tables(tsdb)
 
 
 @pytest.fixture

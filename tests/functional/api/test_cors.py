@@ -7,14 +7,11 @@ and, on the preflight, the request's headers (Authorization) among Allow-Headers
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-
-from app.tsdb import TSDB
-from tests.conftest import app_over, drop_tables, make_tsdb
 
 GRAFANA = "http://grafana.example:3000"
 PREFLIGHT = {"Origin": GRAFANA, "Access-Control-Request-Method": "POST",
@@ -22,20 +19,12 @@ PREFLIGHT = {"Origin": GRAFANA, "Access-Control-Request-Method": "POST",
 
 
 @pytest.fixture
-def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[..., FlaskClient]]:
-    made: list[TSDB] = []
-
+def cors_client(make_client: Callable[[dict[str, Any]], FlaskClient]
+                ) -> Callable[..., FlaskClient]:
     def build(domains: str, extra: dict[str, str] | None = None) -> FlaskClient:
-        settings = {"tsd.http.request.enable_cors": "true",
-                    "tsd.http.request.cors_domains": domains, **(extra or {})}
-        tsdb = make_tsdb({**tsd_config, **settings})
-        made.append(tsdb)
-        app = app_over(tsdb)
-        return app.test_client()
-
-    yield build
-    for tsdb in made:
-        drop_tables(tsdb)
+        return make_client({"tsd.http.request.enable_cors": "true",
+                            "tsd.http.request.cors_domains": domains, **(extra or {})})
+    return build
 
 
 def test_off_by_default(client: FlaskClient) -> None:
@@ -47,8 +36,8 @@ def test_off_by_default(client: FlaskClient) -> None:
     assert "Access-Control-Allow-Origin" not in preflight.headers
 
 
-def test_preflight(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client(f"http://other.example, {GRAFANA}")
+def test_preflight(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client(f"http://other.example, {GRAFANA}")
     response = client.options("/api/query", headers=PREFLIGHT)
     assert response.status_code == 200
     assert response.data == b""
@@ -61,8 +50,8 @@ def test_preflight(make_client: Callable[..., FlaskClient]) -> None:
 
 
 def test_simple_request_and_errors_carry_the_headers(
-        make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client(GRAFANA.upper())  # domains match case-insensitively
+        cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client(GRAFANA.upper())  # domains match case-insensitively
     response = client.get("/api/suggest?type=metrics", headers={"Origin": GRAFANA})
     assert response.status_code == 200
     assert response.headers["Access-Control-Allow-Origin"] == GRAFANA
@@ -73,14 +62,14 @@ def test_simple_request_and_errors_carry_the_headers(
     assert error.headers["Access-Control-Allow-Origin"] == GRAFANA
 
 
-def test_wildcard_domain_echoes_the_origin(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client("*")
+def test_wildcard_domain_echoes_the_origin(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client("*")
     response = client.get("/api/version", headers={"Origin": "https://any.example"})
     assert response.headers["Access-Control-Allow-Origin"] == "https://any.example"
 
 
-def test_refused_origin(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client(GRAFANA)
+def test_refused_origin(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client(GRAFANA)
     response = client.get("/api/version", headers={"Origin": "https://evil.example"})
     assert response.status_code == 403
     assert response.get_json()["error"] == {
@@ -92,22 +81,22 @@ def test_refused_origin(make_client: Callable[..., FlaskClient]) -> None:
     assert preflight.status_code == 403
 
 
-def test_without_origin_nothing_changes(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client(GRAFANA)
+def test_without_origin_nothing_changes(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client(GRAFANA)
     response = client.get("/api/version")
     assert response.status_code == 200
     assert "Access-Control-Allow-Origin" not in response.headers
     assert client.options("/api/version").status_code == 405
 
 
-def test_credentials_can_be_turned_off(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client(GRAFANA, {"tsd.http.request.cors_credentials": "false"})
+def test_credentials_can_be_turned_off(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client(GRAFANA, {"tsd.http.request.cors_credentials": "false"})
     response = client.options("/api/query", headers=PREFLIGHT)
     assert response.headers["Access-Control-Allow-Origin"] == GRAFANA
     assert "Access-Control-Allow-Credentials" not in response.headers
 
 
-def test_only_the_api(make_client: Callable[..., FlaskClient]) -> None:
-    client = make_client("*")
+def test_only_the_api(cors_client: Callable[..., FlaskClient]) -> None:
+    client = cors_client("*")
     response = client.get("/", headers={"Origin": GRAFANA})
     assert "Access-Control-Allow-Origin" not in response.headers

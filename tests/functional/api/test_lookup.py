@@ -11,14 +11,11 @@ order and every expected TSUID below is worked out by hand from that order:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
-
-from app.tsdb import TSDB
-from tests.conftest import app_over, drop_tables, make_tsdb
 
 T0 = 1356998400  # an hour boundary
 HOUR = 3600
@@ -49,22 +46,6 @@ def write_series(client: FlaskClient, series: list[tuple[str, dict[str, str], li
 def lookup_client(client: FlaskClient) -> FlaskClient:
     write_series(client, SERIES_POINTS)
     return client
-
-
-@pytest.fixture
-def make_client(tsd_config: dict[str, Any]) -> Iterator[Callable[[dict[str, Any]], FlaskClient]]:
-    """A client over a fresh store with extra settings (one per test)."""
-    made: list[TSDB] = []
-
-    def build(overrides: dict[str, Any]) -> FlaskClient:
-        tsdb = make_tsdb({**tsd_config, **overrides})
-        made.append(tsdb)
-        app = app_over(tsdb)
-        return app.test_client()
-
-    yield build
-    for tsdb in made:
-        drop_tables(tsdb)
 
 
 def lookup(client: FlaskClient, query: str, status: int = 200) -> Any:

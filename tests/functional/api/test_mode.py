@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
-
-from tests.conftest import app_over, make_tsdb
-
-
-def client_in_mode(tsd_config: dict[str, Any], mode: str) -> Any:
-    tsdb = make_tsdb({**tsd_config, "tsd.mode": mode})
-    app = app_over(tsdb)
-    return app.test_client()
+from flask.testing import FlaskClient
 
 
 @pytest.mark.parametrize(("mode", "method", "path", "status"), [
@@ -25,9 +19,9 @@ def client_in_mode(tsd_config: dict[str, Any], mode: str) -> Any:
     ("wo", "get", "/api/version", 200),
     ("rw", "get", "/api/suggest?type=metrics", 200),
 ])
-def test_mode_hides_endpoints(tsd_config: dict[str, Any], mode: str, method: str, path: str,
-                              status: int) -> None:
-    response = getattr(client_in_mode(tsd_config, mode), method)(path, data="{}")
+def test_mode_hides_endpoints(make_client: Callable[[dict[str, Any]], FlaskClient], mode: str,
+                              method: str, path: str, status: int) -> None:
+    response = getattr(make_client({"tsd.mode": mode}), method)(path, data="{}")
     assert response.status_code == status
     if status == 404:
         assert response.get_json()["error"]["message"] == "Endpoint not found"
