@@ -48,3 +48,18 @@ def param(name: str) -> str | None:
     """A query-string parameter; the last one wins when repeated (``getQueryStringParam``)."""
     values = request.args.getlist(name)
     return values[-1] if values else None
+
+
+def parse_int_param(raw: Any, message: str) -> int | None:
+    """An integer given as query-string text or a JSON number; None when absent or empty.
+
+    Anything else (a float, a boolean, text that is not an integer) is a 400 with ``message``.
+    """
+    if raw is None or raw == "":
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
+        raise BadRequestError(message)
+    try:
+        return int(raw)
+    except ValueError:
+        raise BadRequestError(message) from None

@@ -15,7 +15,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 
 from app.api import bp, stats
-from app.api.body import has_param, json_body, param
+from app.api.body import has_param, json_body, param, parse_int_param
 from app.api.serialize import java_double
 from app.errors import BadRequestError
 from app.tsdb import TSDB
@@ -24,14 +24,9 @@ from app.tsdb.lookup import Pair, name_series, parse_lookup_m
 
 
 def _parse_back_scan(raw: Any) -> int:
-    if raw is None or raw == "":
+    value = parse_int_param(raw, "Unable to parse back_scan parameter")
+    if value is None:
         return 0
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise BadRequestError("Unable to parse back_scan parameter")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequestError("Unable to parse back_scan parameter") from None
     if value < 0:
         raise BadRequestError("Unable to parse back_scan parameter",
                               "back_scan must be 0 (the default) or more hours")

@@ -14,7 +14,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 
 from app.api import bp
-from app.api.body import json_body, param
+from app.api.body import json_body, param, parse_int_param
 from app.errors import BadRequestError, TsdbError
 from app.query.timeparse import parse_duration_ms, parse_time
 from app.tsdb import TSDB
@@ -24,14 +24,9 @@ PLUGIN_TYPES = ("tsmeta", "tsmeta_summary", "tsuids", "uidmeta", "annotation")
 
 
 def parse_limit(raw: Any, default: int) -> int:
-    if raw is None or raw == "":
+    limit = parse_int_param(raw, "Unable to convert 'limit' to a valid number")
+    if limit is None:
         return default
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise BadRequestError("Unable to convert 'limit' to a valid number")
-    try:
-        limit = int(raw)
-    except ValueError:
-        raise BadRequestError("Unable to convert 'limit' to a valid number") from None
     if limit < 0:
         raise BadRequestError("Unable to convert 'limit' to a valid number",
                               "limit must be 0 (the default) or more")

@@ -12,7 +12,7 @@ from typing import Any
 from flask import Response, current_app, jsonify, request
 
 from app.api import bp
-from app.api.body import json_body, param, raw_body
+from app.api.body import json_body, param, parse_int_param, raw_body
 from app.errors import BadRequestError
 
 DEFAULT_MAX = 25  # UniqueId.MAX_SUGGESTIONS
@@ -39,15 +39,8 @@ def _suggest_args() -> tuple[Any, Any, Any]:
 
 def parse_max(raw: Any) -> int:
     """``max``: a number (JSON or text); absent, zero or negative mean the default 25."""
-    if raw is None or raw == "":
-        return DEFAULT_MAX
-    if isinstance(raw, bool) or not isinstance(raw, (int, str)):
-        raise BadRequestError("Unable to parse 'max' as a number")
-    try:
-        value = int(raw)
-    except ValueError:
-        raise BadRequestError("Unable to parse 'max' as a number") from None
-    return value if value > 0 else DEFAULT_MAX
+    value = parse_int_param(raw, "Unable to parse 'max' as a number")
+    return value if value is not None and value > 0 else DEFAULT_MAX
 
 
 @bp.route("/suggest", methods=["GET", "POST"])
