@@ -60,7 +60,7 @@ def compact_row(table: Table, row: bytes, cells: Row) -> int:
     return len(merge)
 
 
-def compact_table(table: Table, base_time_of: codec.RowKeyLayout,
+def compact_table(table: Table, layout: codec.RowKeyLayout,
                   row_start: bytes | None = None, row_stop: bytes | None = None,
                   now_s: int | None = None) -> CompactionStats:
     """Compact every row in ``[row_start, row_stop)`` whose hour is over."""
@@ -68,7 +68,7 @@ def compact_table(table: Table, base_time_of: codec.RowKeyLayout,
     stats = CompactionStats()
     for row, cells in table.scan(row_start=row_start, row_stop=row_stop, columns=[b"t"]):
         stats.rows_scanned += 1
-        parts = base_time_of.parse_row_key(row)
+        parts = layout.parse_row_key(row)
         if parts.base_time_s + MAX_TIMESPAN_S > now_s or not any(parts.metric_uid):
             continue
         merged = compact_row(table, row, cells)

@@ -267,7 +267,8 @@ class SeriesReader:
         notes = [note for key, cells in group.rows
                  for note in _annotations(self.layout, key, cells)]
         tsuid = group.row_order[self.layout.salt_width:]
-        tag_uids = {self.tsdb.tagk.get_name(k): (k, v) for k, v in group.tag_uids}
+        # ``tags`` was built from ``group.tag_uids`` in the same order (see _names).
+        tag_uids = dict(zip(tags, group.tag_uids))
         return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=decoded.ts_ms,
                       values=decoded.values, is_int=decoded.is_int, annotations=notes,
                       long_values=self._exact_longs(group, decoded),
