@@ -56,12 +56,6 @@ def scan_bounds_ms(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple
     return start * 1000, end * 1000
 
 
-def count_points(series: Sequence[Series], start_ms: int, end_ms: int) -> int:
-    """Points with ``start_ms <= ts < end_ms`` over all series (for data-point limits)."""
-    return sum(int(np.count_nonzero((s.ts_ms >= start_ms) & (s.ts_ms < end_ms)))
-               for s in series)
-
-
 def _span_order(series: Sequence[Series]) -> list[Series]:
     """Row-key order (salt, metric, tag UIDs); input order when no row key is known."""
     if any(s.row_order for s in series):

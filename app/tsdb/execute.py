@@ -40,8 +40,8 @@ def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
                                         f"in sub query {sub.index} "
                                         f"(tsd.query.timeout={timeout_ms})")
     except (QueryLimitError, QueryTimeoutError) as exc:
-        log.warning("%s: %s", exc.message, describe_query(query))
         exc.details = describe_query(query)
+        log.warning("%s: %s", exc.message, exc.details)
         raise
     if query.global_annotations and not query.no_annotations:
         from app.tsdb.annotations import global_annotations

@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from app.engine.execute import count_points, group_series, run_subquery, scan_bounds_ms
+from app.engine.execute import group_series, run_subquery, scan_bounds_ms
+from app.engine.flat import count_inside
 from app.engine.model import Series
 from app.query.ast import Filter, SubQuery
 from tests.unit.engine.data import (
@@ -229,8 +230,8 @@ def test_no_series_no_results() -> None:
     assert run_subquery(SubQuery("sum", filters=GROUP_BY_HOST), "m", [], START_MS, END_MS) == []
 
 
-def test_count_points() -> None:
-    assert count_points(long_series(), START_MS, START_MS + 90001) == 6
+def test_count_inside() -> None:
+    assert sum(count_inside(s, START_MS, START_MS + 90001) for s in long_series()) == 6
 
 
 def test_fill_null_prints_null_and_nan_is_a_value() -> None:
