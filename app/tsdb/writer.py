@@ -71,8 +71,8 @@ def parse_timestamp(raw: Any) -> int:
     if isinstance(raw, bool) or raw is None:
         raise BadRequestError("Invalid timestamp")
     try:
-        timestamp = int(raw) if not isinstance(raw, float) else int(raw)
-    except (TypeError, ValueError):
+        timestamp = int(raw)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON Infinity
         raise BadRequestError("Invalid timestamp") from None
     if timestamp <= 0:
         raise BadRequestError("Invalid timestamp")

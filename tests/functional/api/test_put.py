@@ -107,6 +107,15 @@ def test_json_nan_literal_is_rejected_per_point(client: FlaskClient, tsdb: TSDB)
                       "tags": {"a": "b"}}}
 
 
+@pytest.mark.parametrize("timestamp", ["Infinity", "NaN", '"soon"', "1.5e400"])
+def test_unparseable_timestamps_are_invalid_not_a_crash(client: FlaskClient,
+                                                       timestamp: str) -> None:
+    body = '[{"metric":"m","timestamp":' + timestamp + ',"value":1,"tags":{"a":"b"}}]'
+    response = post(client, body, "?details")
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["error"] == "Invalid timestamp"
+
+
 def test_errors_without_details_use_the_generic_message(client: FlaskClient) -> None:
     response = post(client, {**NICE, "value": "x"})
     assert response.status_code == 400
