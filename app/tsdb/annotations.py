@@ -32,6 +32,7 @@ from app.tsdb.annotation_model import (
     to_ms,
     to_s,
 )
+from app.tsdb.tsuid import parse_tsuid, tsuid_tags
 
 log = logging.getLogger(__name__)
 
@@ -63,14 +64,7 @@ def storage_time(start: int) -> int:
 
 def tsuid_bytes(tsdb: TSDB, tsuid: str) -> bytes:
     """Validate a hex TSUID against the UID widths."""
-    try:
-        raw = bytes.fromhex(tsuid)
-        tsdb.layout.row_key_from_tsuid(raw, 0)
-    except ValueError:
-        raise BadRequestError(f"Invalid TSUID: {tsuid}",
-                              "A TSUID is the hex metric UID followed by tagk/tagv UID pairs"
-                              ) from None
-    return raw
+    return parse_tsuid(tsdb.layout, tsuid)
 
 
 def cell_of(tsdb: TSDB, tsuid: str, start: int) -> tuple[bytes, bytes]:
@@ -249,12 +243,8 @@ def metric_notes(tsdb: TSDB, metric: str, filters: Sequence[Filter], start_ms: i
 
 def _tag_names(tsdb: TSDB, tsuid: bytes) -> dict[str, str] | None:
     """Tag names of a TSUID, or None when a UID has no name (a corrupt UID table)."""
-    layout = tsdb.layout
-    pair = layout.tagk_width + layout.tagv_width
     try:
-        return {tsdb.tagk.get_name(tsuid[i:i + layout.tagk_width]):
-                tsdb.tagv.get_name(tsuid[i + layout.tagk_width:i + pair])
-                for i in range(layout.metric_width, len(tsuid), pair)}
+        return tsuid_tags(tsdb, tsuid)
     except NoSuchUniqueId:
         return None
 

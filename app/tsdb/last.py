@@ -23,6 +23,7 @@ from app.errors import BadRequestError
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.lookup import Pair, compile_matcher, scan_matching_rows
+from app.tsdb.tsuid import parse_tsuid
 
 HOUR_S = 3600
 TSUID_ROWS_PER_ROUND = 6
@@ -64,26 +65,13 @@ def last_points(tsdb: TSDB, queries: Sequence[LastQuery], back_scan_h: int, now_
     return points
 
 
-def parse_tsuid(tsdb: TSDB, text: str) -> bytes:
-    """A hex TSUID that fits the UID widths; :class:`BadRequestError` otherwise."""
-    layout = tsdb.layout
-    try:
-        tsuid = bytes.fromhex(text)
-        layout.row_key_from_tsuid(tsuid, 0)
-    except ValueError:
-        raise BadRequestError(f"Invalid TSUID: {text}") from None
-    if len(tsuid) == layout.metric_width:
-        raise BadRequestError(f"Invalid TSUID: {text}", "A TSUID needs at least one tag pair")
-    return tsuid
-
-
 def _tsuid_rows(tsdb: TSDB, tsuids: Sequence[str], first_base_s: int,
                 last_base_s: int) -> dict[bytes, list[bytes]]:
     """Every row key of the window per TSUID, newest first."""
     hours = range(last_base_s, first_base_s - 1, -HOUR_S)
     rows: dict[bytes, list[bytes]] = {}
     for text in tsuids:
-        tsuid = parse_tsuid(tsdb, text)
+        tsuid = parse_tsuid(tsdb.layout, text, require_tags=True)
         rows[tsuid] = [tsdb.layout.row_key_from_tsuid(tsuid, base_s) for base_s in hours]
     return rows
 

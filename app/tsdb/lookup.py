@@ -35,6 +35,7 @@ from app.errors import (
 from app.query.filters import NotKeyFilter, TagFilter, build_filter, filter_from_tag
 from app.storage.base import prefix_stop
 from app.tsdb import TSDB
+from app.tsdb.tsuid import tsuid_tags
 
 log = logging.getLogger(__name__)
 
@@ -285,15 +286,9 @@ def lookup_series(tsdb: TSDB, metric: str | None, pairs: Sequence[Pair], limit: 
 
 def name_series(tsdb: TSDB, tsuid: bytes) -> LookupSeries | None:
     """Resolve a TSUID's metric and tags; None (logged) when a UID has no name."""
-    layout = tsdb.layout
-    pair_width = layout.tagk_width + layout.tagv_width
     try:
-        metric = tsdb.metrics.get_name(tsuid[:layout.metric_width])
-        tags = {}
-        for i in range(layout.metric_width, len(tsuid), pair_width):
-            tagk_uid = tsuid[i:i + layout.tagk_width]
-            tags[tsdb.tagk.get_name(tagk_uid)] = tsdb.tagv.get_name(
-                tsuid[i + layout.tagk_width:i + pair_width])
+        metric = tsdb.metrics.get_name(tsuid[:tsdb.layout.metric_width])
+        tags = tsuid_tags(tsdb, tsuid)
     except NoSuchUniqueId as exc:
         log.warning("skipping series %s: %s", tsuid.hex().upper(), exc.message)
         return None

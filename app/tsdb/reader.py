@@ -30,6 +30,7 @@ from app.storage.base import Row, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
 from app.tsdb import TSDB
 from app.tsdb.annotations import query_note
+from app.tsdb.tsuid import parse_tsuid
 
 log = logging.getLogger(__name__)
 
@@ -94,11 +95,8 @@ class SeriesReader:
     def _check_tsuids(self, tsuids: Sequence[str]) -> None:
         """Whole UIDs, one metric (``TsdbQuery#setTimeSeries``; OpenTSDB answers 500)."""
         metric_hex = 2 * self.layout.metric_width
-        pair_hex = 2 * (self.layout.tagk_width + self.layout.tagv_width)
         for tsuid in tsuids:
-            if len(tsuid) < metric_hex or (len(tsuid) - metric_hex) % pair_hex:
-                raise BadRequestError(f"Invalid TSUID: {tsuid}",
-                                      "The TSUID does not match the configured UID widths")
+            parse_tsuid(self.layout, tsuid)
             if tsuid[:metric_hex].upper() != tsuids[0][:metric_hex].upper():
                 raise BadRequestError("One or more TSUIDs did not share the same metric "
                                       f"[{tsuids[0][:metric_hex]}] [{tsuid[:metric_hex]}]")
