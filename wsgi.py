@@ -1,5 +1,5 @@
-"""The WSGI entry point: ``gunicorn wsgi:application``."""
+"""The WSGI entry point: ``gunicorn wsgi:application`` (the same object as ``app.wsgi``)."""
 
-from app import create_app
+from app.wsgi import application
 
-application = create_app()
+__all__ = ["application"]
