@@ -27,6 +27,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from app import api, ui
     from app.api import errors
     from app.config import load_config
+    from app.storage import describe_storage
     from app.tsdb import TSDB
 
     app = Flask(__name__)
@@ -40,6 +41,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         run_in_background(tsdb.compaction_queue, tsd_config["tsd.storage.compaction.interval_s"])
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("app").info("storage: %s", describe_storage(tsd_config))
     errors.init_app(app)
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(api.bp, url_prefix="/api/v1", name="api_v1")

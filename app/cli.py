@@ -14,6 +14,7 @@ from typing import IO
 
 import click
 
+from app import __version__
 from app.config import load_config
 from app.errors import StorageError, TsdbError
 from app.storage import codec
@@ -40,6 +41,7 @@ class TsdbGroup(click.Group):
 
 
 @click.group(cls=TsdbGroup)
+@click.version_option(__version__, prog_name="pytsd", message="%(prog)s %(version)s")
 def main() -> None:
     """pytsd: an OpenTSDB-compatible time-series server."""
 
@@ -53,7 +55,7 @@ def serve(bind: str | None, port: int | None, workers: int | None) -> None:
     config = load_config()
     address = f"{bind or config['tsd.network.bind']}:{port or config['tsd.network.port']}"
     workers = workers or config["tsd.network.worker_threads"]
-    argv = [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", address,
+    argv = [sys.executable, "-m", "gunicorn", "app.wsgi:application", "--bind", address,
             "--workers", str(workers), "--timeout", "120", "--access-logfile", "-"]
     click.echo(f"pytsd serving on http://{address} with {workers} workers "
                f"(storage: {config['tsd.storage']})")
@@ -64,7 +66,8 @@ def serve(bind: str | None, port: int | None, workers: int | None) -> None:
 def create_tables_command() -> None:
     """Create OpenTSDB's tables (tsdb, tsdb-uid, tsdb-tree, tsdb-meta) if missing."""
     tsdb = open_tsdb()
-    created = create_tables(tsdb.store, tsdb.config)
+    store = tsdb.store  # the embedded store makes its tables as it opens
+    created = [*tsdb.created_tables, *create_tables(store, tsdb.config)]
     click.echo(f"created: {', '.join(created)}" if created else "all tables exist")
 
 

@@ -85,3 +85,17 @@ class StorageUnavailableError(StorageError):
     """The storage backend cannot be reached right now."""
 
     code = 503
+
+
+class TablesMissingError(StorageError):
+    """OpenTSDB's tables do not exist on HBase: the server is up but not set up (503)."""
+
+    code = 503
+
+    def __init__(self, table: str, details: str | None = None) -> None:
+        super().__init__(
+            f"Table not found: {table}. Create OpenTSDB's tables with `pytsd create-tables`",
+            details or "Like OpenTSDB, pytsd does not create tables on HBase by itself; "
+            "`pytsd create-tables` (or OpenTSDB's create_table.sh) makes tsdb, tsdb-uid, "
+            "tsdb-tree and tsdb-meta")
+        self.table = table

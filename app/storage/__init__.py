@@ -2,11 +2,38 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from urllib.parse import urlparse
 
 from app.config import Config
 from app.errors import TsdbError
 from app.storage.base import Store
+
+SQLITE_PREFIX = "sqlite:///"
+SQLITE_FORMS = "sqlite:///relative/path.db (from the working directory) or sqlite:////abs/path.db"
+
+
+def sqlite_path(url: str, cwd: Path | None = None) -> Path:
+    """The file a ``sqlite:`` URL names, by SQLAlchemy's convention.
+
+    ``sqlite:///data/x.db`` is relative to the working directory and ``sqlite:////srv/x.db`` is
+    absolute: three slashes end the (empty) host, whatever follows is the path as written.
+    """
+    if not url.startswith(SQLITE_PREFIX):
+        raise TsdbError(f"Invalid tsd.storage URL: {url}", f"Use {SQLITE_FORMS}")
+    path = url[len(SQLITE_PREFIX):]
+    if not path or path.endswith("/") or path == ":memory:" or "?" in path:
+        raise TsdbError(f"Invalid tsd.storage URL: {url}",
+                        f"Name a database file: {SQLITE_FORMS}")
+    return (cwd or Path.cwd()) / path  # an absolute path wins over cwd in the join
+
+
+def describe_storage(config: Config) -> str:
+    """Where the data lives, for a startup log line (the embedded store's resolved file)."""
+    url = config["tsd.storage"]
+    if urlparse(url).scheme == "sqlite":
+        return f"embedded store {sqlite_path(url)} ({url})"
+    return f"{url}, table prefix {config['tsd.storage.hbase.table_prefix']!r}"
 
 
 def open_store(config: Config) -> Store:
@@ -16,10 +43,7 @@ def open_store(config: Config) -> Store:
     if parsed.scheme == "sqlite":
         from app.storage.sqlite import SqliteStore
 
-        path = url[len("sqlite://"):]
-        if not path or path == "/":
-            raise TsdbError(f"Invalid tsd.storage URL: {url}", "Use sqlite:///absolute/path.db")
-        return SqliteStore(path, synchronous=config["tsd.storage.sqlite.synchronous"])
+        return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore
@@ -28,4 +52,4 @@ def open_store(config: Config) -> Store:
                             "Install it with: pip install 'pytsd[hbase]'") from exc
         return HBaseStore.from_config(config)
     raise TsdbError(f"Unknown storage backend in tsd.storage: {url}",
-                    "Use sqlite:///path.db or hbase://host:port")
+                    f"Use {SQLITE_FORMS}, or hbase://host:port")

@@ -95,6 +95,10 @@ class Table(Protocol):
 class Store(Protocol):
     """A set of tables on one backend."""
 
+    #: True when the backend creates OpenTSDB's tables on first use (the embedded store);
+    #: False where they must exist beforehand, as OpenTSDB requires on HBase.
+    sets_itself_up: bool
+
     def table(self, name: str) -> Table:
         """Return a handle on an existing table."""
         ...

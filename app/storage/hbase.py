@@ -44,7 +44,7 @@ from Hbase_thrift import (  # the thriftpy2 module that `import happybase` regis
 from thriftpy2.thrift import TException
 
 from app.config import Config
-from app.errors import StorageError, StorageUnavailableError
+from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
 from app.storage.hbase_scan import Scanner
@@ -89,6 +89,8 @@ class _ConnectionPool(happybase.ConnectionPool):
 
 class HBaseStore:
     """A :class:`~app.storage.base.Store` on an HBase Thrift1 server."""
+
+    sets_itself_up = False  # OpenTSDB's rule: the tables must exist (`pytsd create-tables`)
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4) -> None:
@@ -188,8 +190,7 @@ class HBaseStore:
     def table(self, name: str) -> HBaseTable:
         if name not in self._known_tables:
             if name not in self.table_names():
-                raise StorageError(f"Table not found: {self.table_prefix}{name}",
-                                    "Run `pytsd create-tables` to create OpenTSDB's tables")
+                raise TablesMissingError(f"{self.table_prefix}{name}")
         return HBaseTable(self, name)
 
     def table_names(self) -> list[str]:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from app.errors import StorageError, StorageUnavailableError
+from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 
 # Java exception names that mean "HBase cannot serve this right now", not "this is wrong".
 UNAVAILABLE_MARKERS = (
@@ -72,8 +72,8 @@ def hbase_error(address: str, op: str, exc: BaseException) -> StorageError:
         return StorageUnavailableError(
             f"HBase is unavailable: its region servers did not serve the request ({op})", line)
     if "TableNotFoundException" in line:
-        return StorageError(f"HBase table not found ({op})",
-                            f"{line}. Run `pytsd create-tables` to create OpenTSDB's tables")
+        table = line.rpartition(": ")[2] or "?"
+        return TablesMissingError(table, f"HBase failed to {op}: {line}")
     if "NamespaceNotFoundException" in line:
         return StorageError(f"HBase namespace not found ({op})",
                             f"{line}. Create it in the HBase shell: create_namespace '<name>'")

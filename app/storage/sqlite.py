@@ -46,13 +46,22 @@ def now_ms() -> int:
 class SqliteStore:
     """A :class:`~app.storage.base.Store` on one SQLite file; one connection per thread."""
 
+    # Unlike HBase, where OpenTSDB's tables must be made beforehand, the embedded store
+    # creates them on first use (see app/tsdb/schema.py ensure_tables).
+    sets_itself_up = True
+
     def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
         self.path = str(path)
         self.synchronous = synchronous
-        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._known_tables: set[str] = set()
-        self.connection().executescript(SCHEMA)
+        try:
+            Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+            self.connection().executescript(SCHEMA)  # idempotent: racing processes are fine
+        except (OSError, sqlite3.Error) as exc:
+            raise StorageError(f"Cannot open or create the embedded store {self.path}",
+                               f"{exc}. Check that its folder exists or can be created and "
+                               "is writable, or set TSD_STORAGE") from exc
 
     def connection(self) -> sqlite3.Connection:
         # A connection must not cross a fork (gunicorn) or a thread: key it by both.

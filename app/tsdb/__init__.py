@@ -15,6 +15,7 @@ from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
 from app.tsdb.compaction import CompactionQueue
+from app.tsdb.schema import ensure_tables
 from app.tsdb.uid import KINDS, UniqueId
 
 
@@ -40,6 +41,7 @@ class TSDB:
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
             self.compaction_queue = CompactionQueue(self.data_table, self.layout)
         self._store: Store | None = None
+        self.created_tables: list[str] = []  # by the embedded store setting itself up
         self._pid = 0
         self._lock = threading.Lock()
 
@@ -48,8 +50,9 @@ class TSDB:
         if self._store is None or self._pid != os.getpid():
             with self._lock:
                 if self._store is None or self._pid != os.getpid():
-                    self._store = open_store(self.config)
-                    self._pid = os.getpid()
+                    store = open_store(self.config)
+                    self.created_tables = ensure_tables(store, self.config)
+                    self._store, self._pid = store, os.getpid()
         return self._store
 
     def data_table(self) -> Table:

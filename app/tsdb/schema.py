@@ -33,3 +33,16 @@ def create_tables(store: Store, config: Config) -> list[str]:
         if store.create_table(name, families):
             created.append(name)
     return created
+
+
+def ensure_tables(store: Store, config: Config) -> list[str]:
+    """Create the missing tables of a store that sets itself up (the embedded one).
+
+    Only a store missing some table writes anything, so a read-only file that has them all
+    opens fine; processes racing on a new file all succeed (creation is idempotent).
+    """
+    if not store.sets_itself_up:
+        return []
+    if set(table_families(config)) <= set(store.table_names()):
+        return []
+    return create_tables(store, config)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -77,3 +78,17 @@ def test_scan_and_compact(run, tmp_path: Path) -> None:  # type: ignore[no-untyp
     assert "00000150473ec0000001000001 m 1346846400 (2012-09-05 12:00:00) host=a" in scanned
     assert "1346846400000=1" in scanned
     assert "scanned 1 rows" in run("compact").output
+
+
+def test_version_is_the_one_in_pyproject() -> None:
+    pyproject = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())
+    result = CliRunner().invoke(main, ["--version"])
+    assert (result.exit_code, result.output) == (0, f"pytsd {pyproject['project']['version']}\n")
+
+
+def test_create_tables_on_a_new_embedded_store_names_the_four(tmp_path: Path) -> None:
+    env = {"TSD_STORAGE": f"sqlite:///{tmp_path / 'new.db'}", "TSD_CONFIG": ""}
+    first = CliRunner().invoke(main, ["create-tables"], env=env, catch_exceptions=False)
+    assert first.output == "created: tsdb-uid, tsdb, tsdb-tree, tsdb-meta\n"
+    again = CliRunner().invoke(main, ["create-tables"], env=env, catch_exceptions=False)
+    assert again.output == "all tables exist\n"

@@ -11,6 +11,7 @@ import json
 import socket
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import closing
 from pathlib import Path
@@ -20,6 +21,7 @@ import happybase
 import pytest
 from flask import Flask
 
+from app import create_app
 from app.config import load_config
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase import HBaseStore
@@ -256,7 +258,7 @@ def test_concurrent_salt_scans_fail_as_a_503_when_hbase_goes_away(
         tsdb.close()
 
 
-def test_a_missing_table_is_a_500_naming_it_without_a_stack_trace(
+def test_a_table_gone_while_serving_is_a_503_naming_it_and_the_fix(
         hbase_host_port: tuple[str, int], tmp_path: Path) -> None:
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})
     tsdb = make_tsdb(config)
@@ -265,12 +267,28 @@ def test_a_missing_table_is_a_500_naming_it_without_a_stack_trace(
     with closing(happybase.Connection(*hbase_host_port, timeout=30_000)) as raw:
         raw.delete_table(uid_table, disable=True)
     try:
-        error = assert_opentsdb_error(app.test_client().get(QUERY), 500,
-                                      "HBase table not found")
-        assert uid_table in error["details"]
-        assert "pytsd create-tables" in error["details"]
+        error = assert_opentsdb_error(
+            app.test_client().get(QUERY), 503,
+            f"Table not found: {uid_table}. Create OpenTSDB's tables with `pytsd create-tables`")
+        assert "TableNotFoundException" in error["details"]
     finally:
         drop_tables(tsdb)
+
+
+def test_hbase_without_tables_keeps_opentsdbs_rule_with_a_clear_503(
+        hbase_host_port: tuple[str, int]) -> None:
+    prefix = f"t{uuid.uuid4().hex[:10]}_"
+    app = create_app({"tsd.storage": "hbase://{}:{}".format(*hbase_host_port),
+                      "tsd.storage.hbase.table_prefix": prefix})
+    client = app.test_client()
+    for url in (QUERY, "/api/suggest?type=metrics"):
+        error = assert_opentsdb_error(
+            client.get(url), 503,
+            f"Table not found: {prefix}tsdb-uid. "
+            "Create OpenTSDB's tables with `pytsd create-tables`")
+        assert "does not create tables on HBase" in error["details"]
+    with closing(happybase.Connection(*hbase_host_port, timeout=30_000)) as raw:
+        assert not [t for t in raw.tables() if t.startswith(prefix.encode())]  # none made
 
 
 def test_store_url_must_name_host_and_port() -> None:

@@ -12,7 +12,7 @@ from Hbase_thrift import IllegalArgument
 from Hbase_thrift import IOError as HBaseIOError
 from thriftpy2.transport import TTransportException
 
-from app.errors import StorageError, StorageUnavailableError
+from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 
 TRACE = b"\n\tat org.apache.hadoop.hbase.client.ConnectionImplementation.locateRegion(X.java:1)"
@@ -21,11 +21,12 @@ TRACE = b"\n\tat org.apache.hadoop.hbase.client.ConnectionImplementation.locateR
 def test_only_the_first_line_of_a_java_exception_is_kept() -> None:
     exc = HBaseIOError(message=b"org.apache.hadoop.hbase.TableNotFoundException: t_tsdb" + TRACE)
     error = hbase_errors.hbase_error("h:9090", "get row of tsdb", exc)
-    assert type(error) is StorageError
-    assert error.code == 500
-    assert error.message == "HBase table not found (get row of tsdb)"
-    assert error.details == ("org.apache.hadoop.hbase.TableNotFoundException: t_tsdb. "
-                             "Run `pytsd create-tables` to create OpenTSDB's tables")
+    assert type(error) is TablesMissingError
+    assert error.code == 503
+    assert error.message == ("Table not found: t_tsdb. "
+                             "Create OpenTSDB's tables with `pytsd create-tables`")
+    assert error.details == ("HBase failed to get row of tsdb: "
+                             "org.apache.hadoop.hbase.TableNotFoundException: t_tsdb")
 
 
 @pytest.mark.parametrize("java", [
