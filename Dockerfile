@@ -15,12 +15,13 @@ RUN python -m venv /opt/venv
 ENV PATH=/opt/venv/bin:$PATH
 WORKDIR /src
 # Only what the wheel needs; tests, docs and the Grafana files stay out of the image.
-COPY pyproject.toml README.md ./
+COPY pyproject.toml README.md constraints.txt ./
 COPY app ./app
 COPY plugin ./plugin
-# The project itself, not a registry package: its dependency ranges live in pyproject.toml.
+# The project itself, not a registry package: its dependency ranges live in pyproject.toml,
+# the versions CI tested in constraints.txt (`make lock`).
 # hadolint ignore=DL3013
-RUN pip install ".[hbase]"
+RUN pip install --constraint constraints.txt ".[hbase]"
 
 # ---- runtime ---------------------------------------------------------------------------
 FROM ${PYTHON_IMAGE}

@@ -1,27 +1,59 @@
 # The one command surface for humans and CI. `make` lists the targets.
-PYTHON ?= python3
-PIP ?= $(PYTHON) -m pip
+# Everything runs in the project's virtualenv (.venv), made with the system's python3 (on
+# Debian: python3 + python3-venv). Installs run once, and again only when pyproject.toml or
+# constraints.txt change (stamp files in .venv): then `make run` needs no network.
+SYSTEM_PYTHON ?= python3
+VENV := $(CURDIR)/.venv
+PYTHON := $(VENV)/bin/python
+PIP := $(PYTHON) -m pip
+export PATH := $(VENV)/bin:$(PATH)
+export VIRTUAL_ENV := $(VENV)
+# Every pip install takes the versions CI tested; `make lock` rewrites the file.
+export PIP_CONSTRAINT := $(CURDIR)/constraints.txt
+INSTALL_INPUTS := pyproject.toml constraints.txt
+INSTALLED := $(VENV)/.installed
+INSTALLED_TEST := $(VENV)/.installed-test
+# A recipe touches its stamp first; make deletes it if a later step fails, so install steps
+# can simply be appended to a recipe.
+.DELETE_ON_ERROR:
 HBASE := scripts/hbase/hbase.sh
 HBASE_THRIFT_PORT ?= 9090
 PORT ?= 4242
+DEMO_HOURS ?= 24
+# sqlite:/// + an absolute path (four slashes): the same file whatever the working directory.
 export TSD_STORAGE ?= sqlite:///$(CURDIR)/data/pytsd.db
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-test run serve demo test test-fast lint fmt typecheck check bench \
-        hbase-up hbase-down hbase-status up down ci clean
+        hbase-up hbase-down hbase-status up down ci clean lock
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
 
-install:  ## Install pytsd (editable) with the HBase client
+$(PYTHON):
+	scripts/make-venv.sh $(VENV)
+
+install: $(INSTALLED)  ## Install pytsd (editable) with the HBase client into .venv
+$(INSTALLED): $(INSTALL_INPUTS) | $(PYTHON)
+	@touch $@
+	@echo "Installing into .venv: pytsd[hbase] and its pip packages, versions from constraints.txt"
 	$(PIP) install -q -e '.[hbase]'
 
-install-test:  ## Install test and dev dependencies (pip packages, Debian chromium)
+install-test: $(INSTALLED_TEST)  ## Install test and dev dependencies (pip packages, Debian chromium)
+$(INSTALLED_TEST): $(INSTALL_INPUTS) | $(PYTHON)
+	@touch $@
+	@echo "Installing for the tests: pip packages of pytsd[hbase,test,dev] into .venv (versions from constraints.txt); Debian's chromium with apt-get if it is missing"
 	$(PIP) install -q -e '.[hbase,test,dev]'
+	@touch $(INSTALLED)  # that included everything `make install` installs
 	scripts/install-browser.sh
 
+lock: install-test  ## Rewrite constraints.txt from .venv (after changing dependencies)
+	$(PYTHON) scripts/lock.py > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	@touch $(INSTALLED) $(INSTALLED_TEST)  # .venv is what the new file says
+
 run: install  ## Serve on http://127.0.0.1:4242 with demo data (loaded on first run)
-	pytsd demo --if-empty
+	pytsd demo --if-empty --hours $(DEMO_HOURS)
 	TSD_CORE_AUTO_CREATE_METRICS=$${TSD_CORE_AUTO_CREATE_METRICS:-true} pytsd serve --port $(PORT)
 
 serve: install  ## Serve without loading demo data

@@ -39,8 +39,9 @@ def _default_storage() -> str:
 SETTINGS: dict[str, Setting] = {
     "tsd.storage": Setting(
         None, str,
-        "Backend URL: `sqlite:///abs/path.db` (embedded, default `./data/pytsd.db`) "
-        "or `hbase://host:port` (HBase Thrift1 server).",
+        "Backend URL: `sqlite:///relative/path.db` (from the working directory) or "
+        "`sqlite:////abs/path.db` (embedded, default `./data/pytsd.db`; tables made on first "
+        "use), or `hbase://host:port` (HBase Thrift1 server; `pytsd create-tables` first).",
     ),
     "tsd.storage.hbase.data_table": Setting("tsdb", str, "Data table (points, annotations)."),
     "tsd.storage.hbase.uid_table": Setting("tsdb-uid", str, "UID table."),

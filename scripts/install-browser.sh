@@ -6,5 +6,6 @@ if [[ $(id -u) -ne 0 ]] && ! command -v sudo >/dev/null; then
   echo "chromium missing and not root: the browser tests will fail" >&2; exit 0
 fi
 SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO=sudo
+echo "Installing Debian's chromium with apt-get${SUDO:+ (sudo)}, for the browser tests"
 $SUDO apt-get update -qq
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq chromium >/dev/null

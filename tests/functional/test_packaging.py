@@ -288,7 +288,7 @@ def test_pytsd_image_runs_gunicorn_as_non_root_with_a_health_check() -> None:
         "gunicorn", "--config", "gunicorn.conf.py", "wsgi:application"]
     assert service(COMPOSE, "pytsd")["healthcheck"]["test"] == ["CMD", *exec_form(check)]
     build = instructions(ROOT / "Dockerfile", stage=0)
-    assert 'pip install ".[hbase]"' in values(build, "RUN")
+    assert 'pip install --constraint constraints.txt ".[hbase]"' in values(build, "RUN")
 
 
 def test_dockerignore_keeps_everything_the_dockerfile_copies() -> None:
