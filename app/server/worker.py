@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
@@ -61,7 +62,11 @@ class TsdWorker(Worker):
         self.conns: set[Conn] = set()
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
         self.running_jobs = 0  # anything in a thread right now, line-protocol calls included
+        self.jobs_lock = threading.Lock()
         asyncio.run(self._main())
+        # Closing the loop put SIGTERM back to its default (die): a second SIGTERM from the
+        # arbiter while the interpreter exits must not turn a clean exit into a kill.
+        signal.signal(signal.SIGTERM, self.handle_exit)
         self._exit_pools()
 
     async def _main(self) -> None:
@@ -187,11 +192,13 @@ class TsdWorker(Worker):
 
     async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
         def job() -> Any:
-            self.running_jobs += 1  # only ever read by the loop thread; a rough count is fine
+            with self.jobs_lock:
+                self.running_jobs += 1
             try:
                 return func(*args)
             finally:
-                self.running_jobs -= 1
+                with self.jobs_lock:
+                    self.running_jobs -= 1
 
         return await asyncio.get_running_loop().run_in_executor(pool, job)
 
