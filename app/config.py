@@ -178,6 +178,11 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`); "
         "a small number keeps light requests quick while numpy holds the GIL.",
     ),
+    "tsd.network.telnet_port": Setting(
+        0, int,
+        "pytsd: a second port that speaks only the line protocol (0 = none). The main port "
+        "serves both HTTP and the line protocol, told apart by the first byte.",
+    ),
     "tsd.server.queue_limit": Setting(
         256, int,
         "pytsd: HTTP requests per worker waiting for a thread; beyond it the answer is 503.",

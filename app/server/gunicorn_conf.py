@@ -13,8 +13,10 @@ from app.config import load_config
 _config = load_config()
 
 # 127.0.0.1 unless told otherwise: the Docker image sets TSD_NETWORK_BIND=0.0.0.0.
-bind = os.environ.get("GUNICORN_BIND",
-                      f"{_config['tsd.network.bind']}:{_config['tsd.network.port']}")
+bind = [os.environ.get("GUNICORN_BIND",
+                       f"{_config['tsd.network.bind']}:{_config['tsd.network.port']}")]
+if _config["tsd.network.telnet_port"]:  # the line protocol alone (the worker knows the port)
+    bind.append(f"{_config['tsd.network.bind']}:{_config['tsd.network.telnet_port']}")
 
 # WEB_CONCURRENCY is the variable gunicorn and most platforms already use for this.
 workers = int(os.environ.get("WEB_CONCURRENCY", str(_config["tsd.network.worker_threads"])))
@@ -36,7 +38,8 @@ max_requests = int(os.environ.get("GUNICORN_MAX_REQUESTS", "10000"))
 max_requests_jitter = max_requests // 10
 
 # Logs go to stdout/stderr, where `docker compose logs` and journald pick them up.
-accesslog = os.environ.get("GUNICORN_ACCESSLOG", "-")
+# GUNICORN_ACCESSLOG="" turns the access log off.
+accesslog = os.environ.get("GUNICORN_ACCESSLOG", "-") or None
 errorlog = "-"
 loglevel = os.environ.get("GUNICORN_LOGLEVEL", "info")
 

@@ -27,6 +27,7 @@ class ServerLimits:
     threads: int
     heavy_threads: int
     queue_limit: int
+    telnet_port: int = 0  # a line-protocol-only port; 0 = none
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ServerLimits:
@@ -42,6 +43,7 @@ class ServerLimits:
             threads=max(1, int(config["tsd.server.threads"])),
             heavy_threads=max(1, int(config["tsd.server.heavy_threads"])),
             queue_limit=max(1, int(config["tsd.server.queue_limit"])),
+            telnet_port=int(config["tsd.network.telnet_port"]),
         )
 
 

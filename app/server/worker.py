@@ -64,9 +64,6 @@ class TsdWorker(Worker):
         self.running_jobs = 0  # anything in a thread right now, line-protocol calls included
         self.jobs_lock = threading.Lock()
         asyncio.run(self._main())
-        # Closing the loop put SIGTERM back to its default (die): a second SIGTERM from the
-        # arbiter while the interpreter exits must not turn a clean exit into a kill.
-        signal.signal(signal.SIGTERM, self.handle_exit)
         self._exit_pools()
 
     async def _main(self) -> None:
@@ -86,6 +83,14 @@ class TsdWorker(Worker):
             server.close()  # stop accepting; the other workers keep the shared socket
         await self._drain()
         heartbeat.cancel()
+        # Back to gunicorn's handlers before the loop closes its wake-up pipe: a second
+        # SIGTERM from the arbiter while the process exits must neither kill it (the default
+        # action) nor write to a closed pipe.
+        for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        signal.signal(signal.SIGTERM, self.handle_exit)
+        signal.signal(signal.SIGQUIT, self.handle_quit)
+        signal.signal(signal.SIGINT, self.handle_quit)
 
     def _stop(self, graceful: bool) -> None:
         self.alive = False
@@ -146,7 +151,9 @@ class TsdWorker(Worker):
         first = await self._first_bytes(conn)
         if not first:
             return
-        is_http = 65 <= first[0] <= 90  # 'A'..'Z': an HTTP method
+        # 'A'..'Z': an HTTP method (no line-protocol command starts with a capital letter).
+        lines_only = conn.server[1] == self.limits.telnet_port != 0
+        is_http = 65 <= first[0] <= 90 and not lines_only
         if over_limit or self.closing:
             reason = "too many connections" if over_limit else "the worker is shutting down"
             conn.writer.write(error_response(503, "Service Unavailable", reason.capitalize())

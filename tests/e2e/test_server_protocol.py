@@ -16,6 +16,7 @@ import pytest
 
 from tests.e2e.tsd_process import (
     TsdProcess,
+    free_port,
     read_exactly_until,
     read_response,
     read_until_closed,
@@ -38,7 +39,10 @@ UNKNOWN = b"unknown command: %s.  Try `help'.\n"
 
 @pytest.fixture(scope="module")
 def tsd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TsdProcess]:
-    server = start_tsd(tmp_path_factory.mktemp("protocol"), LIMITS)
+    telnet_port = free_port()
+    server = start_tsd(tmp_path_factory.mktemp("protocol"),
+                       {**LIMITS, "tsd.network.telnet_port": telnet_port})
+    server.telnet_port = telnet_port  # type: ignore[attr-defined]
     yield server
     server.stop()
 
@@ -175,6 +179,14 @@ def test_line_protocol_and_http_share_the_port(tsd: TsdProcess) -> None:
         status, _, _ = read_response(http)
     assert b"HTTP/" not in reply  # the session answered the put line, not an HTTP parser
     assert status == 200
+
+
+def test_telnet_port_speaks_only_the_line_protocol(tsd: TsdProcess) -> None:
+    port = tsd.telnet_port  # type: ignore[attr-defined]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(b"GET /api/version HTTP/1.1\r\nfrob\n")
+        reply = read_exactly_until(sock, UNKNOWN % b"frob")
+    assert reply == UNKNOWN % b"GET" + UNKNOWN % b"frob"
 
 
 def test_lines_split_across_blocks_and_crlf(tsd: TsdProcess) -> None:

@@ -159,7 +159,7 @@ def test_datasource_url_is_the_pytsd_service_port() -> None:
         patch.delenv("TSD_NETWORK_PORT", raising=False)
         patch.delenv("GUNICORN_BIND", raising=False)
         bind = runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"]
-    assert bind == f"0.0.0.0:{url.port}"
+    assert bind == [f"0.0.0.0:{url.port}"]
 
 
 def test_datasource_settings_are_numbers() -> None:
@@ -322,7 +322,7 @@ def test_gunicorn_settings() -> None:
 def test_gunicorn_binds_loopback_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     for name in ("TSD_NETWORK_BIND", "TSD_NETWORK_PORT", "GUNICORN_BIND", "TSD_CONFIG"):
         monkeypatch.delenv(name, raising=False)
-    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"] == "127.0.0.1:4242"
+    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"] == ["127.0.0.1:4242"]
 
 
 @pytest.mark.parametrize("dockerfile", ["Dockerfile", "scripts/hbase/Dockerfile"])
