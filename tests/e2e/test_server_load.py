@@ -94,3 +94,19 @@ def test_graceful_shutdown_finishes_in_flight_and_closes_idle(tmp_path: Path) ->
         socket.create_connection(("127.0.0.1", tsd.port), timeout=2)
     log = tsd.log.read_text()
     assert "Traceback" not in log
+
+
+def test_requests_beyond_the_queue_limit_get_503_json(demo_store: str, tmp_path: Path) -> None:
+    tsd = start_tsd(tmp_path, {"tsd.storage": demo_store, "tsd.server.queue_limit": 1},
+                    workers=1)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            heavy = pool.submit(requests.get, f"{tsd.url}/api/query?{HEAVY_QUERY}", timeout=60)
+            time.sleep(0.3)  # the heavy query holds the worker's only slot
+            overloaded = requests.get(f"{tsd.url}/api/version", timeout=5)
+            assert heavy.result().status_code == 200
+        assert overloaded.status_code == 503
+        assert overloaded.json()["error"]["message"] == "Service Unavailable"
+        assert requests.get(f"{tsd.url}/api/version", timeout=5).status_code == 200
+    finally:
+        tsd.stop()
