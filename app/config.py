@@ -183,6 +183,11 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: a second port that speaks only the line protocol (0 = none). The main port "
         "serves both HTTP and the line protocol, told apart by the first byte.",
     ),
+    "tsd.server.max_buffered_bytes": Setting(
+        256 * 1024 * 1024, int,
+        "pytsd: bytes of HTTP request bodies one worker holds at once (being received or "
+        "waiting for the app); a request that would pass it is answered 503.",
+    ),
     "tsd.server.queue_limit": Setting(
         256, int,
         "pytsd: HTTP requests per worker waiting for a thread; beyond it the answer is 503.",

@@ -30,10 +30,29 @@ class Connection(Protocol):
     idle: bool
 
 
+class BodyBudget:
+    """Bytes of request bodies one worker holds at once, read or being read: a bound on memory
+    that the per-request cap alone does not give (it multiplies by the connections)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def take(self, size: int) -> None:
+        if self.used + size > self.limit:
+            raise HttpError(503, "Service Unavailable",
+                            "Too many request bodies are being received by this worker")
+        self.used += size
+
+    def give(self, size: int) -> None:
+        self.used -= size
+
+
 class Context(Protocol):
     """What the protocol handlers need of the worker (see worker.TsdWorker)."""
 
     limits: ServerLimits
+    budget: BodyBudget
     closing: bool
 
     async def run_request(self, heavy: bool, environ: dict[str, object]) -> Reply: ...
@@ -51,7 +70,7 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                 buffer = await _wait_first_byte(conn, limits.keepalive_timeout_s)
                 if not buffer:
                     return  # closed, or idle past the keep-alive timeout: close silently
-            parsed, buffer = await _read_request(conn, buffer, limits)
+            parsed, buffer = await _read_request(conn, buffer, ctx)
             if parsed is None:
                 return  # the client went away mid-request: nobody to answer
             request, parser = parsed
@@ -59,8 +78,11 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
             await _send(conn, error_response(exc.code, exc.message, exc.details), limits)
             return
         started = time.perf_counter()
-        reply = await _dispatch(conn, request, ctx)
-        keep_alive = await _write_reply(conn, parser, request, reply, ctx)
+        try:
+            reply = await _dispatch(conn, request, ctx)
+            keep_alive = await _write_reply(conn, parser, request, reply, ctx)
+        finally:
+            ctx.budget.give(len(request.body))
         ctx.access(conn.peer[0], request, reply.status, len(reply.body),
                    time.perf_counter() - started)
         if not keep_alive or ctx.closing:
@@ -78,9 +100,13 @@ async def _wait_first_byte(conn: Connection, timeout_s: float) -> bytes:
 
 
 async def _read_request(
-    conn: Connection, buffer: bytes, limits: ServerLimits
+    conn: Connection, buffer: bytes, ctx: Context
 ) -> tuple[tuple[Request, h11.Connection] | None, bytes]:
-    """The next complete request and the parser that frames its response, and the bytes after it."""
+    """The next complete request and the parser that frames its response, and the bytes after it.
+
+    The body's bytes are taken from ``ctx.budget``; the caller gives them back when done.
+    """
+    limits = ctx.limits
     deadline = time.monotonic() + limits.head_timeout_s
     while (end := find_head_end(buffer, limits.max_line_bytes, limits.max_header_bytes)) < 0:
         data = await _read(conn, deadline, "head", limits.head_timeout_s)
@@ -96,7 +122,7 @@ async def _read_request(
         raise HttpError(400, "Bad Request",
                         f"Unsupported HTTP version {event.http_version.decode('ascii')}")
     _check_length(event, limits.max_body_bytes)
-    body = await _read_body(conn, parser, limits)
+    body = await _read_body(conn, parser, limits, ctx.budget)
     request = Request(event.method.decode("ascii"), event.target,
                       event.http_version.decode("ascii"), list(event.headers), body)
     return (request, parser), parser.trailing_data[0]
@@ -116,9 +142,19 @@ def _check_length(event: h11.Request, max_body_bytes: int) -> None:
                             f"The body is {int(value)} bytes; the limit is {max_body_bytes}")
 
 
-async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits) -> bytes:
-    deadline = time.monotonic() + limits.body_timeout_s
+async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits,
+                     budget: BodyBudget) -> bytes:
     chunks: list[bytes] = []
+    try:
+        return await _read_chunks(conn, parser, limits, budget, chunks)
+    except BaseException:
+        budget.give(sum(len(chunk) for chunk in chunks))
+        raise
+
+
+async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerLimits,
+                       budget: BodyBudget, chunks: list[bytes]) -> bytes:
+    deadline = time.monotonic() + limits.body_timeout_s
     size = 0
     while True:
         event = _next_event(parser)
@@ -133,6 +169,7 @@ async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLim
             if size > limits.max_body_bytes:
                 raise HttpError(413, "Request Entity Too Large",
                                 f"The body is over {limits.max_body_bytes} bytes")
+            budget.take(len(event.data))
             chunks.append(bytes(event.data))
         elif isinstance(event, h11.EndOfMessage):
             return b"".join(chunks)

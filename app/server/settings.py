@@ -28,6 +28,7 @@ class ServerLimits:
     heavy_threads: int
     queue_limit: int
     telnet_port: int = 0  # a line-protocol-only port; 0 = none
+    max_buffered_bytes: int = 256 << 20  # request bodies held at once per worker
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ServerLimits:
@@ -44,6 +45,7 @@ class ServerLimits:
             heavy_threads=max(1, int(config["tsd.server.heavy_threads"])),
             queue_limit=max(1, int(config["tsd.server.queue_limit"])),
             telnet_port=int(config["tsd.network.telnet_port"]),
+            max_buffered_bytes=int(config["tsd.server.max_buffered_bytes"]),
         )
 
 

@@ -23,7 +23,7 @@ from typing import Any
 from gunicorn.workers.base import Worker
 
 from app.server.errors import HttpError, error_response
-from app.server.http import serve_http
+from app.server.http import BodyBudget, serve_http
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
@@ -60,6 +60,7 @@ class TsdWorker(Worker):
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
                                              thread_name_prefix="tsd-query")
         self.conns: set[Conn] = set()
+        self.budget = BodyBudget(self.limits.max_buffered_bytes)
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
         self.running_jobs = 0  # anything in a thread right now, line-protocol calls included
         self.jobs_lock = threading.Lock()
@@ -141,6 +142,8 @@ class TsdWorker(Worker):
                               < len(self.conns))
         except asyncio.CancelledError:
             pass  # shutdown closes idle connections
+        except (ConnectionError, TimeoutError):
+            pass  # the client went away or would not read: nothing to tell it
         except Exception:
             self.log.exception("Connection from %s failed", conn.peer[0])
         finally:
@@ -148,7 +151,8 @@ class TsdWorker(Worker):
             writer.close()
 
     async def _serve(self, conn: Conn, over_limit: bool) -> None:
-        first = await self._first_bytes(conn)
+        # Over the limit, wait only briefly for the first bytes (to answer in the right protocol).
+        first = await self._first_bytes(conn, 1.0 if over_limit else None)
         if not first:
             return
         # 'A'..'Z': an HTTP method (no line-protocol command starts with a capital letter).
@@ -164,8 +168,9 @@ class TsdWorker(Worker):
         else:
             await serve_lines(conn, first, self, self._session_runner(conn))
 
-    async def _first_bytes(self, conn: Conn) -> bytes:
-        timeout_s = max(self.limits.head_timeout_s, self.limits.socket_timeout_s)
+    async def _first_bytes(self, conn: Conn, timeout_s: float | None) -> bytes:
+        if timeout_s is None:
+            timeout_s = max(self.limits.head_timeout_s, self.limits.socket_timeout_s)
         conn.idle = True
         try:
             return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)

@@ -32,6 +32,7 @@ LIMITS = {
     "tsd.http.request.head_timeout_s": 1,
     "tsd.http.request.body_timeout_s": 1,
     "tsd.http.keepalive_timeout_s": 1,
+    "tsd.server.max_buffered_bytes": 150_000,
     "tsd.core.auto_create_metrics": "true",
 }
 UNKNOWN = b"unknown command: %s.  Try `help'.\n"
@@ -105,6 +106,21 @@ def test_expect_100_continue_then_body(tsd: TsdProcess) -> None:
         sock.sendall(body)
         status, _, _ = read_response(sock)
     assert status == 204
+
+
+def test_bodies_held_at_once_are_bounded_per_worker(tsd: TsdProcess) -> None:
+    head = b"POST /api/put HTTP/1.1\r\nHost: x\r\nContent-Length: 100000\r\n\r\n"
+    with tsd.connect() as first, tsd.connect() as second:
+        first.sendall(head + b" " * 90_000)
+        time.sleep(0.3)
+        second.sendall(head + b" " * 90_000)  # 180,000 bytes held: over the 150,000 budget
+        assert_json_error(read_until_closed(second), 503, "Service Unavailable")
+        first.sendall(b" " * 10_000)
+        status, _, body = read_response(first)
+    assert status == 400  # the app saw the first one (a body of blanks is bad JSON)
+    with tsd.connect() as third:  # and the budget is free again
+        third.sendall(head + b" " * 100_000)
+        assert read_response(third)[0] == 400
 
 
 def test_slow_head_is_408_json(tsd: TsdProcess) -> None:
