@@ -174,9 +174,10 @@ SETTINGS: dict[str, Setting] = {
         4, int, "pytsd: threads per worker running ordinary requests and line-protocol commands."
     ),
     "tsd.server.heavy_threads": Setting(
-        2, int,
-        "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`); "
-        "a small number keeps light requests quick while numpy holds the GIL.",
+        1, int,
+        "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`). "
+        "One per worker keeps light requests quick while a query holds the GIL; raise it when "
+        "queries mostly wait on HBase.",
     ),
     "tsd.network.telnet_port": Setting(
         0, int,
