@@ -110,3 +110,28 @@ def test_requests_beyond_the_queue_limit_get_503_json(demo_store: str, tmp_path:
         assert requests.get(f"{tsd.url}/api/version", timeout=5).status_code == 200
     finally:
         tsd.stop()
+
+
+def test_app_failures_are_json_and_a_long_request_outlives_the_worker_timeout(
+        tmp_path: Path) -> None:
+    # GUNICORN_TIMEOUT=2: a sync worker busy 4 s would be killed (HTML 500 or a reset).
+    tsd = start_tsd(tmp_path, {}, workers=1, app="tests.e2e.wsgi_faults:application",
+                    environ={"GUNICORN_TIMEOUT": "2"})
+    try:
+        with requests.Session() as session:
+            crash = session.get(f"{tsd.url}/test/crash", timeout=5)
+            assert crash.status_code == 500
+            assert crash.json()["error"]["message"] == "Internal Server Error"
+            bad = session.get(f"{tsd.url}/test/bad-header", timeout=5)
+            assert bad.status_code == 500 and "Injected" not in bad.headers
+            assert bad.json()["error"]["details"] == "The handler produced an invalid response"
+            with ThreadPoolExecutor(1) as pool:
+                slow = pool.submit(requests.get, f"{tsd.url}/test/sleep?s=4", timeout=20)
+                time.sleep(0.5)
+                during = session.get(f"{tsd.url}/api/version", timeout=5)  # not blocked
+                assert (slow.result().status_code, slow.result().text) == (200, "slept 4")
+            assert during.status_code == 200
+        log = tsd.log.read_text()
+        assert "WORKER TIMEOUT" not in log and "RuntimeError: the app crashed" in log
+    finally:
+        tsd.stop()

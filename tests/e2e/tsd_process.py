@@ -69,17 +69,20 @@ def empty_store(path: Path) -> str:
 
 
 def start_tsd(tmp: Path, settings: dict[str, Any], workers: int = 1,
-              gunicorn_args: tuple[str, ...] = ()) -> TsdProcess:
+              gunicorn_args: tuple[str, ...] = (), app: str = "app.wsgi:application",
+              environ: dict[str, str] | None = None) -> TsdProcess:
+    """``settings``: pytsd keys; ``environ``: other variables (gunicorn's)."""
     port = free_port()
     env = {**os.environ, "GUNICORN_CMD_ARGS": "", "PYTHONPATH": str(ROOT),
            "TSD_NETWORK_PORT": str(port), "TSD_NETWORK_WORKER_THREADS": str(workers)}
     env.update({env_name(key): str(value) for key, value in settings.items()})
+    env.update(environ or {})
     if "TSD_STORAGE" not in env:
         env["TSD_STORAGE"] = empty_store(tmp / "tsd.db")
     log = tmp / f"gunicorn-{port}.log"
     with log.open("wb") as out:
         process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "app.wsgi:application", "--config",
+            [sys.executable, "-m", "gunicorn", app, "--config",
              str(ROOT / "gunicorn.conf.py"), *gunicorn_args],
             cwd=tmp, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
     tsd = TsdProcess(process, port, log)
