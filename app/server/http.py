@@ -75,7 +75,8 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                 return  # the client went away mid-request: nobody to answer
             request, parser = parsed
         except HttpError as exc:
-            await _send(conn, error_response(exc.code, exc.message, exc.details), limits)
+            if await _send(conn, error_response(exc.code, exc.message, exc.details), limits):
+                await _linger(conn)
             return
         started = time.perf_counter()
         try:
@@ -87,6 +88,27 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                    time.perf_counter() - started)
         if not keep_alive or ctx.closing:
             return
+
+
+async def _linger(conn: Connection, max_s: float = 2.0, max_bytes: int = 4 << 20) -> None:
+    """After an error answer, read and drop what the client is still sending (bounded).
+
+    Closing a socket with unread data makes the kernel send a reset, which can destroy the
+    answer before the client reads it: a client uploading a body too large would see
+    "connection reset" instead of the 413. nginx calls this a lingering close.
+    """
+    try:
+        if conn.writer.can_write_eof():
+            conn.writer.write_eof()
+        deadline = time.monotonic() + max_s
+        dropped = 0
+        while dropped < max_bytes and (remaining := deadline - time.monotonic()) > 0:
+            data = await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), remaining)
+            if not data:
+                return
+            dropped += len(data)
+    except (TimeoutError, ConnectionError, OSError):
+        return
 
 
 async def _wait_first_byte(conn: Connection, timeout_s: float) -> bytes:
