@@ -15,6 +15,7 @@ import asyncio
 import os
 import signal
 import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -131,7 +132,8 @@ class TsdWorker(Worker):
             # for its thread; the arbiter would kill us anyway, so leave now.
             self.log.warning("Worker %s exits with %d requests still running",
                              self.pid, self.running_jobs)
-            self.log.close_on_exec()
+            sys.stdout.flush()
+            sys.stderr.flush()
             os._exit(0)
 
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

@@ -15,7 +15,7 @@ import pytest
 import requests
 
 from app.tsdb.demo import DEMO_METRICS
-from tests.e2e.tsd_process import read_response, read_until_closed, start_tsd
+from tests.e2e.tsd_process import read_exactly_until, read_response, read_until_closed, start_tsd
 
 HEAVY_QUERY = "start=2d-ago&" + "&".join(f"m=none:{metric}" for metric in DEMO_METRICS)
 
@@ -134,4 +134,21 @@ def test_app_failures_are_json_and_a_long_request_outlives_the_worker_timeout(
         log = tsd.log.read_text()
         assert "WORKER TIMEOUT" not in log and "RuntimeError: the app crashed" in log
     finally:
+        tsd.stop()
+
+
+def test_hundreds_of_persistent_line_connections_in_one_worker(tmp_path: Path) -> None:
+    tsd = start_tsd(tmp_path, {}, workers=1)
+    socks = [tsd.connect(timeout_s=15) for _ in range(300)]
+    try:
+        for round_ in range(3):
+            for number, sock in enumerate(socks):
+                sock.sendall(b"frob%d.%d\n" % (number, round_))
+            for number, sock in enumerate(socks):
+                reply = read_exactly_until(sock, b"\n", timeout_s=15)
+                assert reply == b"unknown command: frob%d.%d.  Try `help'.\n" % (number, round_)
+        assert requests.get(f"{tsd.url}/api/version", timeout=5).status_code == 200
+    finally:
+        for sock in socks:
+            sock.close()
         tsd.stop()

@@ -10,7 +10,6 @@ import json
 import socket
 import time
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
@@ -267,18 +266,3 @@ def test_idle_line_connection_is_closed(tsd: TsdProcess) -> None:
         started = time.monotonic()
         assert read_until_closed(sock, timeout_s=10) == UNKNOWN % b"frob"
     assert 1.5 < time.monotonic() - started < 6  # tsd.core.socket.timeout = 2
-
-
-def test_many_persistent_line_connections(tsd: TsdProcess, tmp_path: Path) -> None:
-    del tmp_path
-    socks = [tsd.connect() for _ in range(15)]  # under this server's limit of 20
-    try:
-        for round_ in range(3):
-            for number, sock in enumerate(socks):
-                sock.sendall(b"frob%d.%d\n" % (number, round_))
-            for number, sock in enumerate(socks):
-                assert read_exactly_until(sock, b"\n") == UNKNOWN % b"frob%d.%d" % (number,
-                                                                                  round_)
-    finally:
-        for sock in socks:
-            sock.close()
