@@ -21,7 +21,7 @@ RunLines = Callable[[list[bytes]], Awaitable[tuple[bytes, bool]]]
 async def serve_lines(conn: Connection, first: bytes, ctx: Context, run_lines: RunLines) -> None:
     framer = LineFramer(MAX_LINE_BYTES)
     timeout_s = ctx.limits.socket_timeout_s or None
-    data = first
+    data: bytes | None = first
     while data:
         for segment in framer.feed(data):
             if not await _handle(conn, segment, run_lines, ctx):
@@ -29,8 +29,8 @@ async def serve_lines(conn: Connection, first: bytes, ctx: Context, run_lines: R
         if ctx.closing:
             return
         data = await _read_idle(conn, timeout_s)
-    last = framer.finish()  # the client closed: its unterminated last line still counts
-    if last:
+    last = framer.finish()
+    if data is not None and last:  # the client closed: its unterminated last line counts
         await _handle(conn, last, run_lines, ctx)
 
 
@@ -50,11 +50,12 @@ async def _handle(conn: Connection, segment: list[bytes] | TooLong, run_lines: R
     return not close
 
 
-async def _read_idle(conn: Connection, timeout_s: float | None) -> bytes:
+async def _read_idle(conn: Connection, timeout_s: float | None) -> bytes | None:
+    """The next block; ``b""`` when the client closed, None when it was idle too long or failed."""
     conn.idle = True
     try:
         return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
     except (TimeoutError, ConnectionError):
-        return b""  # idle past tsd.core.socket.timeout: closed, as OpenTSDB does
+        return None  # idle past tsd.core.socket.timeout: closed, as OpenTSDB does
     finally:
         conn.idle = False

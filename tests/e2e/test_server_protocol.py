@@ -262,7 +262,7 @@ def test_unterminated_last_line_still_runs_at_close(tsd: TsdProcess) -> None:
 
 def test_idle_line_connection_is_closed(tsd: TsdProcess) -> None:
     with tsd.connect() as sock:
-        sock.sendall(b"frob\n")
+        sock.sendall(b"frob\nunfinished")  # an unterminated line is not run on a timeout
         started = time.monotonic()
         assert read_until_closed(sock, timeout_s=10) == UNKNOWN % b"frob"
     assert 1.5 < time.monotonic() - started < 6  # tsd.core.socket.timeout = 2
