@@ -57,7 +57,7 @@ class Context(Protocol):
 
     async def run_request(self, heavy: bool, environ: dict[str, object]) -> Reply: ...
 
-    def access(self, peer: str, request: Request, status: int, size: int,
+    def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None: ...
 
 
@@ -75,7 +75,9 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                 return  # the client went away mid-request: nobody to answer
             request, parser = parsed
         except HttpError as exc:
-            if await _send(conn, error_response(exc.code, exc.message, exc.details), limits):
+            answer = error_response(exc.code, exc.message, exc.details)
+            ctx.access(conn.peer[0], None, exc.code, len(answer), 0.0)
+            if await _send(conn, answer, limits):
                 await _linger(conn)
             return
         started = time.perf_counter()

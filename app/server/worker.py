@@ -216,20 +216,25 @@ class TsdWorker(Worker):
 
         return await asyncio.get_running_loop().run_in_executor(pool, job)
 
-    def access(self, peer: str, request: Request, status: int, size: int,
+    def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None:
+        """Count a request and log it; ``request`` is None when it was rejected unread."""
         self.nr += 1
         if self.nr >= self.max_requests and self.alive:
             self.log.info("Autorestarting worker after current request.")
             self._stop(True)
         if not self.cfg.accesslog:
             return
+        if request is None:
+            self.log.access_log.info('%s "-" %d %d 0ms "-" "-"', peer, status, size)
+            return
         headers = dict(request.headers)
+        # Truncated: a request line may be 8 KB, and the log is not the place to replay it.
         self.log.access_log.info(
             '%s "%s %s HTTP/%s" %d %d %dms "%s" "%s"', peer, request.method,
-            request.target.decode("latin-1"), request.http_version, status, size,
-            duration_s * 1000, headers.get(b"referer", b"-").decode("latin-1"),
-            headers.get(b"user-agent", b"-").decode("latin-1"))
+            request.target[:1024].decode("latin-1"), request.http_version, status, size,
+            duration_s * 1000, headers.get(b"referer", b"-")[:256].decode("latin-1"),
+            headers.get(b"user-agent", b"-")[:256].decode("latin-1"))
 
 
 def _listener(sock: Any) -> socket.socket:
