@@ -171,7 +171,9 @@ SETTINGS: dict[str, Setting] = {
         15.0, float, "pytsd: seconds an idle HTTP keep-alive connection is kept open."
     ),
     "tsd.server.threads": Setting(
-        4, int, "pytsd: threads per worker running ordinary requests and line-protocol commands."
+        4, int,
+        "pytsd: threads per worker running ordinary HTTP requests, and as many again running "
+        "line-protocol commands.",
     ),
     "tsd.server.heavy_threads": Setting(
         1, int,

@@ -4,12 +4,15 @@ Each probe is bounded in count and time and talks to 127.0.0.1 only. Per probe i
 statuses the abusive client got, how long the probe took, the workers' peak RSS during it,
 and the p99 (and failures) of ``/api/version`` requested every 10 ms meanwhile.
 Head and body deadlines are set to 3 s here (defaults: 10 s and 60 s) to keep the run short.
+Arguments select probes by a word of their name (``bench_abuse.py line idle``).
 """
 
 from __future__ import annotations
 
 import gzip
+import os
 import socket
+import sys
 import threading
 import time
 from collections import Counter
@@ -22,7 +25,8 @@ from serving import Server, VersionSampler, demo_store, pytsd_server
 from app.tsdb.demo import DEMO_METRICS
 
 HEAVY_QUERY = "start=2d-ago&" + "&".join(f"m=none:{metric}" for metric in DEMO_METRICS)
-SETTINGS = {"TSD_HTTP_REQUEST_HEAD_TIMEOUT_S": "3", "TSD_HTTP_REQUEST_BODY_TIMEOUT_S": "3"}
+SETTINGS = {"TSD_HTTP_REQUEST_HEAD_TIMEOUT_S": "3", "TSD_HTTP_REQUEST_BODY_TIMEOUT_S": "3",
+            **{key: value for key, value in os.environ.items() if key.startswith("TSD_SERVER")}}
 
 
 def connect(server: Server) -> socket.socket:
@@ -185,12 +189,15 @@ PROBES: list[tuple[str, Callable[[Server], Counter[str]]]] = [
 ]
 
 
-def main() -> None:
+def main(selected: list[str]) -> None:
+    """``selected``: run only the probes whose name contains one of these words."""
+    probes = [(name, probe) for name, probe in PROBES
+              if not selected or any(word in name for word in selected)]
     store = demo_store()
     with pytsd_server({"TSD_STORAGE": store, **SETTINGS}, workers=2) as server:
         print(f"{'probe':42} {'statuses':40} {'time':>8} {'peak RSS':>9} "
               f"{'version p99':>12} {'fails':>5}")
-        for name, probe in PROBES:
+        for name, probe in probes:
             server.reset_peak_rss()
             with VersionSampler(server.url) as sampler:
                 started = time.perf_counter()
@@ -202,4 +209,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

@@ -3,17 +3,18 @@ a background ``/api/version`` sampler whose p99 shows whether the server stays r
 
 from __future__ import annotations
 
+import multiprocessing
 import os
 import signal
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import requests
@@ -101,29 +102,33 @@ def pytsd_server(settings: dict[str, str], workers: int = 2) -> Iterator[Server]
             process.wait()
 
 
-@dataclass
 class VersionSampler:
-    """GET /api/version over one keep-alive connection, every ``interval_s``, until stopped."""
+    """GET /api/version over one keep-alive connection every ``interval_s`` until stopped.
 
-    url: str
-    interval_s: float = 0.01
-    timeout_s: float = 5.0
-    samples_s: list[float] = field(default_factory=list)
-    failures: int = 0
+    It runs in its own process: in a thread of the benchmark it would wait for the GIL behind
+    the probe's own client code and measure the client, not the server.
+    """
 
-    def __post_init__(self) -> None:
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, url: str, interval_s: float = 0.01, timeout_s: float = 5.0) -> None:
+        self.url, self.interval_s, self.timeout_s = url, interval_s, timeout_s
+        self.samples_s: list[float] = []
+        self.failures = 0
+        self._stop = multiprocessing.Event()
+        self._results, sender = multiprocessing.Pipe(duplex=False)
+        self._process = multiprocessing.Process(target=self._run, args=(sender,), daemon=True)
 
     def __enter__(self) -> VersionSampler:
-        self._thread.start()
+        self._process.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        self.samples_s, self.failures = self._results.recv()
+        self._process.join()
 
-    def _run(self) -> None:
+    def _run(self, sender: Any) -> None:
+        samples: list[float] = []
+        failures = 0
         with requests.Session() as session:
             while not self._stop.is_set():
                 started = time.perf_counter()
@@ -132,9 +137,10 @@ class VersionSampler:
                                      timeout=self.timeout_s).status_code == 200
                 except requests.RequestException:
                     ok = False
-                self.samples_s.append(time.perf_counter() - started)
-                self.failures += not ok
+                samples.append(time.perf_counter() - started)
+                failures += not ok
                 self._stop.wait(self.interval_s)
+        sender.send((samples, failures))
 
     def p99_ms(self) -> float:
         return float(np.percentile(np.array(self.samples_s) * 1000, 99)) if self.samples_s \

@@ -60,6 +60,9 @@ class TsdWorker(Worker):
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
                                              thread_name_prefix="tsd-query")
+        # Line-protocol calls get their own threads: a burst from hundreds of collectors
+        # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
+        self.line_pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-lines")
         self.conns: set[Conn] = set()
         self.budget = BodyBudget(self.limits.max_buffered_bytes)
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
@@ -125,8 +128,8 @@ class TsdWorker(Worker):
         await asyncio.sleep(0)
 
     def _exit_pools(self) -> None:
-        self.pool.shutdown(wait=False, cancel_futures=True)
-        self.heavy_pool.shutdown(wait=False, cancel_futures=True)
+        for pool in (self.pool, self.heavy_pool, self.line_pool):
+            pool.shutdown(wait=False, cancel_futures=True)
         if self.running_jobs:
             # A query still running past the graceful timeout: exiting normally would wait
             # for its thread; the arbiter would kill us anyway, so leave now.
@@ -187,7 +190,7 @@ class TsdWorker(Worker):
         session = TelnetSession(self.wsgi, f"{conn.peer[0]}:{conn.peer[1]}")
 
         async def run_lines(lines: list[bytes]) -> tuple[bytes, bool]:
-            return await self._in_thread(self.pool, session.handle_lines, lines)
+            return await self._in_thread(self.line_pool, session.handle_lines, lines)
 
         return run_lines
 
