@@ -126,7 +126,7 @@ class GroupCommit:
         self._queue: list[_Pending] = []
         self._writing = False
 
-    def write(self, records: list[tuple[object, ...]]) -> None:
+    def write(self, records: Sequence[tuple[object, ...]]) -> None:
         mine = _Pending(records)
         with self._ready:
             self._queue.append(mine)
@@ -154,7 +154,7 @@ class GroupCommit:
 
 
 class _Pending:
-    def __init__(self, records: list[tuple[object, ...]]) -> None:
+    def __init__(self, records: Sequence[tuple[object, ...]]) -> None:
         self.records = records
         self.done = False
         self.error: BaseException | None = None
