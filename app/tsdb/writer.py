@@ -38,6 +38,7 @@ from app.tsdb.uid import validate_name
 __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_timestamp",
            "parse_value", "parse_value_text"]
 
+VECTOR_MIN_POINTS = 128  # batches at least this big are encoded with numpy
 MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
 Cell = tuple[bytes, bytes, bytes]
 
@@ -45,10 +46,7 @@ Cell = tuple[bytes, bytes, bytes]
 def bad_timestamp(metric: str, tags: TagPairs, timestamp: int, value: Value,
                   wide_floats: bool) -> BadRequestError:
     """``TSDB.checkTimestampAndTags``'s message, naming the value bytes and the series."""
-    if isinstance(value, float) and wide_floats:
-        flags, raw = codec.FLAG_FLOAT | 0x7, struct.pack(">d", value)
-    else:
-        flags, raw = codec.encode_value(value)
+    flags, raw = _encode_value(value, wide_floats)
     return BadRequestError(f"bad timestamp={timestamp} when trying to add value="
                            f"{java_bytes_text(raw)}/{flags} to metric={echo(metric)}, "
                            f"tags={java_hashmap_text(tags)}")
@@ -122,14 +120,9 @@ class PointWriter:
         """The one place a validated batch is stored: encode its accepted points, write them."""
         if not accepted:
             return
-        values = [batch.values[i] for i in accepted]
-        is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
-        floats = np.array(values, dtype=np.float64)
-        ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())],
-                        dtype=np.int64)
-        timestamps = np.array([batch.timestamps[i] for i in accepted], dtype=np.int64)
-        bases, qualifiers, raws = encode_points(timestamps, ints, floats, is_float,
-                                                batch.wide_floats)
+        bases, qualifiers, raws = _encode([batch.timestamps[i] for i in accepted],
+                                          [batch.values[i] for i in accepted],
+                                          batch.wide_floats)
         series_of, row_for, appends = batch.series_of, self.row_for, self.appends
         row_keys: dict[tuple[bytes, int], bytes] = {}
         rows: dict[bytes, dict[bytes, bytes]] = {}
@@ -247,6 +240,32 @@ class PointWriter:
 
 AUTO_CREATE = {"metrics": "tsd.core.auto_create_metrics", "tagk": "tsd.core.auto_create_tagks",
                "tagv": "tsd.core.auto_create_tagvs"}
+
+
+def _encode(timestamps: list[int], values: list[Value], wide_floats: bool
+            ) -> tuple[list[int], list[bytes], list[bytes]]:
+    """Each point's ``(base_time_s, qualifier, value_bytes)``: numpy for big batches; point by
+    point below ``VECTOR_MIN_POINTS``, where numpy's fixed cost per call is the larger."""
+    if len(values) >= VECTOR_MIN_POINTS:
+        is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
+        ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())],
+                        dtype=np.int64)
+        return encode_points(np.array(timestamps, dtype=np.int64), ints,
+                             np.array(values, dtype=np.float64), is_float, wide_floats)
+    bases, qualifiers, raws = [], [], []
+    for timestamp, value in zip(timestamps, values):
+        flags, raw = _encode_value(value, wide_floats)
+        bases.append(codec.base_time_s(timestamp))
+        qualifiers.append(codec.build_qualifier(timestamp, flags))
+        raws.append(raw)
+    return bases, qualifiers, raws
+
+
+def _encode_value(value: Value, wide_floats: bool) -> tuple[int, bytes]:
+    """``(flags, bytes)``: ``addPoint(double)`` for a float when ``wide_floats`` (HTTP)."""
+    if wide_floats and isinstance(value, float):
+        return codec.FLAG_FLOAT | 0x7, struct.pack(">d", value)
+    return codec.encode_value(value)
 
 
 def _compacted(cells: dict[bytes, bytes]) -> dict[bytes, bytes]:

@@ -226,3 +226,16 @@ def test_opentsdb_routes_put(client: FlaskClient, tsdb: TSDB, path: str) -> None
     response = client.post(path, data=json.dumps(NICE))
     assert response.status_code == 204
     assert len(data_cells(tsdb)) == 1
+
+
+def test_big_batches_store_the_same_bytes(client: FlaskClient, tsdb: TSDB) -> None:
+    # 300 points take the numpy encoder (small batches go point by point): same cells.
+    values: list[Any] = [7, -2, 70000, 2**40, 42.5, 42.2, "1.25", "17"] * 37 + [1, 2, 3, 4]
+    points = [{**NICE, "timestamp": 1346846400 + i, "value": v} for i, v in enumerate(values)]
+    assert post(client, points).status_code == 204
+    cells = {column[4:]: value for _, column, value in data_cells(tsdb)}
+    assert len(cells) == 300
+    assert [cells[f"{(i << 4) | flags:04X}"] for i, flags in enumerate(
+        [0x0, 0x0, 0x3, 0x7, 0xF, 0xF, 0xF, 0x0])] == [
+        "07", "FE", "00011170", "0000010000000000", "4045400000000000", "404519999999999A",
+        "3FF4000000000000", "11"]
