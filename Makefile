@@ -16,7 +16,7 @@ help:  ## List the targets
 install:  ## Install pytsd (editable) with the HBase client
 	$(PIP) install -q -e '.[hbase]'
 
-install-test:  ## Install test and dev dependencies (pip packages, Debian chromium)
+install-test:  ## Install test and dev dependencies (pip packages, Debian chromium and collectd)
 	$(PIP) install -q -e '.[hbase,test,dev]'
 	scripts/install-browser.sh
 	scripts/install-collectd.sh
