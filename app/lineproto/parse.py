@@ -17,7 +17,7 @@ from app.tsdb.points import PointBatch, TagPairs, Value, echo, java_hashmap_text
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 FAST_DIGITS = 18  # an unsigned run of at most 18 digits always fits a long
 DOUBLE_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?")
-MAX_CACHED_SERIES = 100_000
+MAX_CACHED_SERIES = 10_000  # per connection: hundreds of connections share a worker
 
 
 class InvalidValue(BadRequestError):
