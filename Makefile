@@ -39,13 +39,14 @@ $(INSTALLED): $(INSTALL_INPUTS) | $(PYTHON)
 	@echo "Installing into .venv: pytsd[hbase] and its pip packages, versions from constraints.txt"
 	$(PIP) install -q -e '.[hbase]'
 
-install-test: $(INSTALLED_TEST)  ## Install test and dev dependencies (pip packages, Debian chromium)
+install-test: $(INSTALLED_TEST)  ## Install test and dev dependencies (pip packages, Debian chromium and collectd)
 $(INSTALLED_TEST): $(INSTALL_INPUTS) | $(PYTHON)
 	@touch $@
-	@echo "Installing for the tests: pip packages of pytsd[hbase,test,dev] into .venv (versions from constraints.txt); Debian's chromium with apt-get if it is missing"
+	@echo "Installing for the tests: pip packages of pytsd[hbase,test,dev] into .venv (versions from constraints.txt); Debian's chromium and collectd with apt-get if missing"
 	$(PIP) install -q -e '.[hbase,test,dev]'
 	@touch $(INSTALLED)  # that included everything `make install` installs
 	scripts/install-browser.sh
+	scripts/install-collectd.sh
 
 lock: install-test  ## Rewrite constraints.txt from .venv (after changing dependencies)
 	$(PYTHON) scripts/lock.py > constraints.txt.new

@@ -14,8 +14,9 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import requests
-from common import ROOT, gunicorn_server, temp_storage_url
+from common import ROOT, children_cpu_s, gunicorn_server, idle_server_cpu_s, temp_storage_url
 
 PUT_POINTS = 100_000
 IMPORT_POINTS = 1_000_000
@@ -38,6 +39,9 @@ def bench_http_put(storage_env: dict[str, str] | None = None,
                    cwd=ROOT, check=True, capture_output=True)
     bodies = [json.dumps([point(i) for i in range(start, start + BATCH)])
               for start in range(0, PUT_POINTS, BATCH)]
+    idle_cpu_s = idle_server_cpu_s(env)
+    cpu_before = children_cpu_s()
+    latencies_s: list[float] = []
     with gunicorn_server(env, workers=2) as url:
         session = requests.Session()
         assert session.post(url + "/api/put", data=bodies[0]).status_code == 204
@@ -45,7 +49,9 @@ def bench_http_put(storage_env: dict[str, str] | None = None,
         def send(chunk: list[str]) -> None:
             with requests.Session() as s:
                 for body in chunk:
+                    started = time.perf_counter()
                     response = s.post(url + "/api/put", data=body)
+                    latencies_s.append(time.perf_counter() - started)
                     assert response.status_code == 204, response.text
 
         started = time.perf_counter()
@@ -53,9 +59,14 @@ def bench_http_put(storage_env: dict[str, str] | None = None,
         with ThreadPoolExecutor(clients) as pool:
             list(pool.map(send, [bodies[1:][i::clients] for i in range(clients)]))
         elapsed = time.perf_counter() - started
+    busy_cpu_s = children_cpu_s() - cpu_before - idle_cpu_s
     sent = PUT_POINTS - BATCH
+    ms = np.array(latencies_s) * 1000
     print(f"/api/put, batches of {BATCH}, 4 clients, gunicorn 2 workers, {label}: "
-          f"{sent / elapsed:,.0f} points/s ({sent} points in {elapsed:.2f}s)")
+          f"{sent / elapsed:,.0f} points/s ({sent} points in {elapsed:.2f}s, load average "
+          f"{os.getloadavg()[0]:.1f}); request p50 {np.percentile(ms, 50):.1f} ms, "
+          f"p99 {np.percentile(ms, 99):.1f} ms; server CPU {busy_cpu_s:.1f} s: "
+          f"{PUT_POINTS / busy_cpu_s:,.0f} points per CPU second")
 
 
 def bench_import(storage_env: dict[str, str] | None = None,

@@ -62,3 +62,19 @@ def percentiles_ms(samples_s: list[float]) -> str:
 def peak_rss_mb() -> float:
     """Peak resident memory of this process, in MiB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def children_cpu_s() -> float:
+    """CPU seconds (user + system) of every finished, waited-for descendant process: read it
+    before starting a server and after stopping it to get what the server itself burnt,
+    whatever else the machine is running."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def idle_server_cpu_s(env: dict[str, str], workers: int = 2) -> float:
+    """CPU seconds a server costs to start and stop with nothing to do (the baseline)."""
+    before = children_cpu_s()
+    with gunicorn_server(env, workers=workers):
+        pass
+    return children_cpu_s() - before
