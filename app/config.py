@@ -135,6 +135,11 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: when set (e.g. `7d`), `/api/search/lookup` without `start` scans only that far "
         "back; empty scans the metric's whole history, as OpenTSDB does.",
     ),
+    "tsd.ui.grafana_url": Setting(
+        "", str,
+        "pytsd: Grafana's base URL (e.g. `http://localhost:3000`); when set, the home page and "
+        "the annotation manager link to the same range and series in Grafana's Explore.",
+    ),
 }
 
 
