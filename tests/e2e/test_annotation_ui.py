@@ -124,7 +124,7 @@ def test_create_notes_see_them_in_list_chart_and_query(page: Any, live_server: s
     page.get_by_role("button", name="Cancel editing").click()
 
     ARTIFACTS.mkdir(exist_ok=True)
-    page.screenshot(path=str(ARTIFACTS / "annotations.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / "annotations-series-notes.png"), full_page=True)
 
 
 def create_via_api(base_url: str, description: str, start_s: int) -> None:

@@ -9,8 +9,8 @@ const MARGIN = { top: 22, right: 16, bottom: 28, left: 64 };
 const LINE_HEIGHT_PX = 300;
 const LANE_PX = 54;
 // Series colours, chosen to be told apart; global notes have their own (see --global in CSS).
-export const COLORS = ["#1f6fb2", "#c2410c", "#15803d", "#b45309", "#0e7490", "#be123c",
-  "#4d7c0f", "#9d174d", "#1e3a8a", "#854d0e"];
+export const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#e8710a", "#0f8b9a", "#8c564b",
+  "#c2188f", "#5f6368", "#8a8d00", "#393b79"];
 
 /** Round tick values ("nice numbers") between lo and hi. */
 function ticks(lo, hi, count) {
