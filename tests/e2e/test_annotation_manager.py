@@ -14,7 +14,7 @@ from urllib.parse import parse_qs, urlsplit
 
 import requests
 
-from tests.e2e.conftest import open_context
+from tests.e2e.conftest import ARTIFACTS, open_context
 
 DAY_S = 86400
 
@@ -143,7 +143,8 @@ def test_dense_week_labels_never_overlap_and_colours_differ(page: Any, live_serv
     assert sum("host=web01" in item for item in legend) == 1
     assert sum("host=web02" in item for item in legend) == 1
     assert "Global note" in legend
-    page.screenshot(path="test-artifacts/annotations-dense-week.png", full_page=True)
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "annotations-dense-week.png"), full_page=True)
 
 
 def test_create_form_is_reachable_without_scrolling(browser: Any, live_server: str,

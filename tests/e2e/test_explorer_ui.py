@@ -56,9 +56,10 @@ def test_status_strip(page: Any, live_server: str) -> None:
                        ("Stats", "/api/stats")]:
         assert page.get_by_role("navigation").get_by_role("link", name=name).get_attribute(
             "href") == path
-    # A first visit shows a chart at once: the first metric, summed.
-    assert page.locator("#chart path.line").count() == 1
+    # A first visit runs a query at once: the first metric, summed on 5-minute averages.
     assert field(page, 1, "Metric").input_value() == metrics[0]
+    assert page.locator("#api-url").inner_text() == (
+        f"/api/query?start=24h-ago&m=sum:5m-avg:{metrics[0]}&global_annotations")
 
 
 def test_build_run_copy_and_restore_a_query(page: Any, live_server: str) -> None:

@@ -3,11 +3,12 @@
 
 import { bulkDelete, bulkPut, listNotes, querySeries, toMs } from "../common/api.js";
 import { COLORS, drawChart } from "../common/chart.js";
+import { showErrors } from "../common/errors.js";
 import { exploreUrl } from "../common/grafana.js";
 import { initRange, rangeParams, readRange } from "../common/range.js";
 import { attachMetricSuggest, attachTagSuggest } from "../common/suggest.js";
 import { formatTime } from "../common/time.js";
-import { customText, readForm, saveNote, showErrors } from "./form.js";
+import { customText, readForm, saveNote } from "./form.js";
 import { NotesTable } from "./table.js";
 
 const $ = (id) => document.getElementById(id);

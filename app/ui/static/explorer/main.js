@@ -3,11 +3,11 @@
 
 import { aggregators, request, serverStatus, suggest, toMs } from "../common/api.js";
 import { COLORS, drawChart } from "../common/chart.js";
+import { showErrors } from "../common/errors.js";
 import { exploreUrl } from "../common/grafana.js";
 import { PRESETS_MS, initRange, rangeParams, readRange } from "../common/range.js";
 import { attachMetricSuggest, attachTagSuggest } from "../common/suggest.js";
 import { formatTime } from "../common/time.js";
-import { showErrors } from "../annotations/form.js";
 import { curlCommand, parseM, queryPath } from "./query.js";
 
 const $ = (id) => document.getElementById(id);
@@ -76,7 +76,7 @@ function readRows(errors) {
       aggregator: field("aggregator").value, interval: field("interval").value.trim(),
       fn: field("function").value, fill: field("fill").value, rate: field("rate").checked };
     if (!q.metric) errors.push({ field: field("metric").id, message: "Enter a metric." });
-    if (q.interval && !/^\d+(ms|s|m|h|d|w|n|y)$|^0all$/.test(q.interval)) {
+    if (q.interval && !/^\d+(ms|s|m|h|d|w|n|y)c?$|^0all$/.test(q.interval)) {
       errors.push({ field: field("interval").id,
         message: `Downsample “${q.interval}” is not an interval like 30s, 1m or 1h.` });
     }
