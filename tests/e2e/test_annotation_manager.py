@@ -93,6 +93,32 @@ def test_a_range_without_notes_draws_nothing(page: Any, live_server: str) -> Non
     assert page.locator("#notes-empty").is_visible()
 
 
+def assert_labels_readable(page: Any, count: int) -> None:
+    """Every note has a marker; no two labels overlap; an unlabelled one has a tooltip."""
+    markers = page.locator("#chart g.note")
+    assert markers.count() == count
+    boxes = page.eval_on_selector_all("#chart text.label", """nodes => nodes.map(n => {
+        const b = n.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })""")
+    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
+                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
+    assert overlaps == []
+    unlabelled = [i for i in range(count) if markers.nth(i).locator("text").count() == 0]
+    assert unlabelled, "the burst is too dense to label every note"
+    assert f"{len(unlabelled)} notes without room for a label" in page.locator(
+        "#chart-summary").inner_text()
+    tooltip = page.locator("#chart-tooltip")
+    for i in unlabelled:
+        description = markers.nth(i).locator("title").text_content()
+        # Focus (Tab) is precise: the tooltip tells this note.
+        markers.nth(i).focus()
+        assert tooltip.is_visible()
+        assert tooltip.locator("strong").inner_text() == description
+        # The pointer over markers closer than it can tell apart: the tooltip lists them all.
+        markers.nth(i).locator("rect.hit").hover(force=True)
+        assert tooltip.is_visible()
+        assert description in tooltip.inner_text()
+
+
 def test_dense_week_labels_never_overlap_and_colours_differ(page: Any, live_server: str) -> None:
     start = week(1)
     web01, web02 = tsuid_of(live_server, "web01"), tsuid_of(live_server, "web02")
@@ -108,29 +134,10 @@ def test_dense_week_labels_never_overlap_and_colours_differ(page: Any, live_serv
         expected.append(f"Daily {day} {run}")
     open_week(page, live_server, start)
 
-    markers = page.locator("#chart g.note")
-    assert markers.count() == len(expected)
-    boxes = page.eval_on_selector_all("#chart text.label", """nodes => nodes.map(n => {
-        const b = n.getBBox(); return [b.x, b.y, b.x + b.width, b.y + b.height]; })""")
-    overlaps = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:]
-                if a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]]
-    assert overlaps == []
+    assert_labels_readable(page, len(expected))
     labels = page.locator("#chart text.label").all_text_contents()
     # Daily notes have room: all of them keep a label.
     assert sum(label.startswith("Daily") for label in labels) == 4
-    # A note without a label still tells what it is: its tooltip on hover and on focus.
-    unlabelled = [i for i in range(markers.count()) if markers.nth(i).locator("text").count() == 0]
-    assert unlabelled, "the burst is too dense to label every note"
-    assert f"{len(unlabelled)} notes without room for a label" in page.locator(
-        "#chart-summary").inner_text()
-    for i in unlabelled:
-        markers.nth(i).locator("rect.hit").hover()
-        tooltip = page.locator("#chart-tooltip")
-        assert tooltip.is_visible()
-        assert tooltip.locator("strong").inner_text() == markers.nth(i).locator(
-            "title").text_content()
-    markers.nth(unlabelled[0]).focus()
-    assert page.locator("#chart-tooltip").is_visible()
 
     # Distinct colours: each series its own, neither the global notes' colour.
     colour = page.evaluate("""sel => getComputedStyle(document.querySelector(sel)
@@ -145,6 +152,27 @@ def test_dense_week_labels_never_overlap_and_colours_differ(page: Any, live_serv
     assert "Global note" in legend
     ARTIFACTS.mkdir(exist_ok=True)
     page.screenshot(path=str(ARTIFACTS / "annotations-dense-week.png"), full_page=True)
+
+
+def test_dense_week_on_a_line_chart(page: Any, live_server: str) -> None:
+    """The same density over lines: labels in three rows above the data, the rest tooltips."""
+    start, run = week(7), tag()
+    points = [{"metric": "e2e.dense", "timestamp": start + h * 3600, "value": h % 24,
+               "tags": {"host": host}} for h in range(7 * 24) for host in ("a", "b")]
+    response = requests.post(f"{live_server}/api/put", json=points, timeout=30)
+    assert response.status_code == 204, response.text
+    series = requests.get(f"{live_server}/api/query", timeout=30, params={
+        "start": start, "end": start + 7 * DAY_S, "m": "none:e2e.dense", "show_tsuids": ""}).json()
+    tsuids = [s["tsuids"][0] for s in series]
+    for i in range(12):
+        tsuid = ("", *tsuids)[i % 3]
+        put_note(live_server, start + 2 * DAY_S + i * 900, f"Incident step {i} {run}", tsuid)
+    open_week(page, live_server, start, extra="&m=e2e.dense")
+    assert page.locator("#chart path.line").count() == 2
+    assert_labels_readable(page, 12)
+    assert len(page.locator("#chart text.label").all_text_contents()) >= 3
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "annotations-dense-lines.png"))
 
 
 def test_create_form_is_reachable_without_scrolling(browser: Any, live_server: str,

@@ -101,7 +101,8 @@ def test_build_run_copy_and_restore_a_query(page: Any, live_server: str) -> None
     # The chart draws what the API answers: the series, their points and their notes.
     lines = page.locator("#chart path.line")
     assert lines.count() == 2
-    assert page.locator("#chart-legend li").all_inner_texts() == [label_of(r) for r in results]
+    assert page.locator("#chart-legend li").all_inner_texts() == [
+        *(label_of(r) for r in results), "Global note"]
     for i, result in enumerate(results):
         path = lines.nth(i).get_attribute("d")
         assert path.count("L") + 1 == sum(v is not None for v in result["dps"].values())

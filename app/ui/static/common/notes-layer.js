@@ -30,15 +30,36 @@ function placeLabel(rowEnds, x0, description, rightPx) {
   return { row, text };
 }
 
-function showTooltip(tooltip, note, xPx, yPx) {
-  const title = document.createElement("strong");
-  title.textContent = note.description;
+const NEAR_PX = 6; // markers closer than this share the pointer: the tooltip lists them all
+
+function noteLines(note) {
   const when = document.createElement("span");
   when.textContent = note.endMs > note.startMs
     ? `${formatTime(note.startMs)} → ${formatTime(note.endMs)}` : formatTime(note.startMs);
   const owner = document.createElement("span");
   owner.textContent = note.owner;
-  tooltip.replaceChildren(title, when, owner);
+  return [when, owner];
+}
+
+function clusterLines(notes) {
+  const title = document.createElement("strong");
+  title.textContent = `${notes.length} notes here`;
+  return [title, ...notes.map((note) => {
+    const line = document.createElement("span");
+    line.textContent = `${formatTime(note.startMs)} ${note.description} (${note.owner})`;
+    return line;
+  })];
+}
+
+/** One note (keyboard focus is precise), or every note within reach of the pointer. */
+function showTooltip(tooltip, notes, xPx, yPx) {
+  if (notes.length === 1) {
+    const title = document.createElement("strong");
+    title.textContent = notes[0].description;
+    tooltip.replaceChildren(title, ...noteLines(notes[0]));
+  } else {
+    tooltip.replaceChildren(...clusterLines(notes));
+  }
   tooltip.hidden = false;
   // CSSOM, not a style attribute: allowed under a strict Content-Security-Policy.
   const maxLeft = tooltip.parentElement.clientWidth - tooltip.offsetWidth - 4;
@@ -58,10 +79,13 @@ function marker(note, context, tipY) {
   node.setAttribute("aria-label", `${kind === "global" ? "Global" : "Series"} note: `
     + `${note.description} at ${formatTime(note.startMs)}, ${note.owner}`);
   node.append(el("title", {}, note.description));
-  const show = () => tooltip && showTooltip(tooltip, note, x(note.startMs), tipY);
+  const x0 = x(note.startMs);
+  const near = () => context.notes.filter((n) => Math.abs(x(n.startMs) - x0) <= NEAR_PX
+    && (!context.lanes || n.owner === note.owner));
+  const show = (notes) => tooltip && showTooltip(tooltip, notes, x0, tipY);
   const hide = () => { if (tooltip) tooltip.hidden = true; };
-  node.addEventListener("mouseenter", show);
-  node.addEventListener("focus", show);
+  node.addEventListener("mouseenter", () => show(near()));
+  node.addEventListener("focus", () => show([note]));
   node.addEventListener("mouseleave", hide);
   node.addEventListener("blur", hide);
   node.addEventListener("click", () => onSelect(note));

@@ -160,6 +160,12 @@ function draw(query, results) {
     item.textContent = s.label;
     return item;
   });
+  if (notes.some((n) => !n.tsuid)) {
+    const key = document.createElement("li");
+    key.className = "global-note";
+    key.textContent = "Global note";
+    legend.push(key);
+  }
   $("chart-legend").replaceChildren(...legend);
   const points = shown.reduce((sum, s) => sum + s.points.length, 0);
   const more = series.length > MAX_LINES ? ` (the first ${MAX_LINES} drawn)` : "";
