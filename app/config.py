@@ -209,6 +209,11 @@ SETTINGS: dict[str, Setting] = {
         256, int,
         "pytsd: HTTP requests per worker waiting for a thread; beyond it the answer is 503.",
     ),
+    "tsd.ui.grafana_url": Setting(
+        "", str,
+        "pytsd: Grafana's base URL (e.g. `http://localhost:3000`); when set, the home page and "
+        "the annotation manager link to the same range and series in Grafana's Explore.",
+    ),
 }
 
 

@@ -15,6 +15,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -63,14 +64,15 @@ def demo_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     return url
 
 
-@pytest.fixture(scope="session")
-def live_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    """Base URL of a gunicorn server (2 workers) over the demo store; stopped at the end."""
+@contextmanager
+def serve(store_url: str, log_dir: Path, extra_env: dict[str, str] | None = None
+          ) -> Iterator[str]:
+    """Run gunicorn (2 workers) over ``store_url`` on a free port; yield its base URL."""
     port = free_port()
-    log = tmp_path_factory.mktemp("gunicorn") / "gunicorn.log"
-    env = {**os.environ, "TSD_STORAGE": demo_store, "GUNICORN_CMD_ARGS": "",
+    log = log_dir / "gunicorn.log"
+    env = {**os.environ, "TSD_STORAGE": store_url, "GUNICORN_CMD_ARGS": "",
            "TSD_CORE_AUTO_CREATE_METRICS": "true",
-           "PYTHONPATH": str(ROOT)}
+           "PYTHONPATH": str(ROOT), **(extra_env or {})}
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "wsgi:application", "--config",
@@ -91,6 +93,13 @@ def live_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory) -> It
 
 
 @pytest.fixture(scope="session")
+def live_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """Base URL of a gunicorn server (2 workers) over the demo store; stopped at the end."""
+    with serve(demo_store, tmp_path_factory.mktemp("gunicorn")) as base_url:
+        yield base_url
+
+
+@pytest.fixture(scope="session")
 def browser() -> Iterator[Any]:
     """Debian's Chromium under Playwright (skipped locally when it is missing; never in CI)."""
     if not CHROMIUM.exists():
@@ -107,15 +116,27 @@ def browser() -> Iterator[Any]:
 
 
 @pytest.fixture
-def page(browser: Any) -> Iterator[Any]:
-    """A fresh page in UTC with a desktop viewport; JavaScript errors fail the test."""
-    context = browser.new_context(timezone_id="UTC", locale="en-GB",
-                                  viewport={"width": 1280, "height": 1000})
+def console_errors() -> list[str]:
+    """What the page logged as errors; a test expecting one (a refused request) removes it."""
+    return []
+
+
+def open_context(browser: Any, errors: list[str], **options: Any) -> tuple[Any, Any]:
+    """A context (UTC, desktop viewport unless told) and its page, logging errors to errors."""
+    settings = {"timezone_id": "UTC", "locale": "en-GB",
+                "viewport": {"width": 1280, "height": 1000}, **options}
+    context = browser.new_context(**settings)
     context.set_default_timeout(15_000)
     page = context.new_page()
-    errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error" else None)
+    return context, page
+
+
+@pytest.fixture
+def page(browser: Any, console_errors: list[str]) -> Iterator[Any]:
+    """A fresh page in UTC with a desktop viewport; JavaScript errors fail the test."""
+    context, page = open_context(browser, console_errors)
     yield page
     context.close()
-    assert errors == [], f"the page logged errors: {errors}"
+    assert console_errors == [], f"the page logged errors: {console_errors}"

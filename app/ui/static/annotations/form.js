@@ -1,7 +1,7 @@
 // The create / edit form: validation, then PUT (and DELETE when a note moves).
 
-import { apiTime, deleteNote, noteExists, putNote } from "./api.js";
-import { fromLocalInput } from "./time.js";
+import { apiTime, deleteNote, noteExists, putNote } from "../common/api.js";
+import { parseTime } from "../common/time.js";
 
 export function customText(custom) {
   return custom ? Object.entries(custom).map(([k, v]) => `${k}=${v}`).join("\n") : "";
@@ -32,13 +32,14 @@ export function readForm(form) {
   if (scope === "series" && !tsuid) {
     errors.push({ field: "note-series", message: "Choose a series, or make the note global." });
   }
-  const startMs = fromLocalInput(form.elements.start.value);
+  const startMs = parseTime(form.elements.start.value);
   if (!Number.isFinite(startMs) || startMs < 1000) {
-    errors.push({ field: "note-start", message: "Enter a valid start time." });
+    errors.push({ field: "note-start", message: "Enter a start time as YYYY-MM-DD HH:MM:SS." });
   }
-  const endMs = fromLocalInput(form.elements.end.value);
-  if (form.elements.end.value && !Number.isFinite(endMs)) {
-    errors.push({ field: "note-end", message: "Enter a valid end time, or leave it empty." });
+  const endMs = parseTime(form.elements.end.value);
+  if (form.elements.end.value.trim() && !Number.isFinite(endMs)) {
+    errors.push({ field: "note-end",
+      message: "Enter the end as YYYY-MM-DD HH:MM:SS, or leave it empty." });
   } else if (Number.isFinite(endMs) && Number.isFinite(startMs) && endMs < startMs) {
     errors.push({ field: "note-end", message: "The end must not be before the start." });
   }
@@ -49,33 +50,6 @@ export function readForm(form) {
     description, notes: form.elements.notes.value, custom };
   if (tsuid) note.tsuid = tsuid;
   return { note, startMs, errors };
-}
-
-/** Show the errors as a linked summary, mark the fields, move focus to the summary. */
-export function showErrors(form, box, errors) {
-  for (const field of form.querySelectorAll("[aria-invalid]")) field.removeAttribute("aria-invalid");
-  box.replaceChildren();
-  box.hidden = !errors.length;
-  if (!errors.length) return;
-  const title = document.createElement("p");
-  title.textContent = errors.length === 1 ? "Please fix this:" : "Please fix these:";
-  const list = document.createElement("ul");
-  for (const { field, message } of errors) {
-    const item = document.createElement("li");
-    const target = field && document.getElementById(field);
-    if (target) {
-      target.setAttribute("aria-invalid", "true");
-      const link = document.createElement("a");
-      link.href = `#${field}`;
-      link.textContent = message;
-      item.append(link);
-    } else {
-      item.textContent = message;
-    }
-    list.append(item);
-  }
-  box.append(title, list);
-  box.focus();
 }
 
 /**

@@ -1,20 +1,27 @@
-// The annotation manager: range + series + search -> table and chart; create, edit, delete.
+// The annotation manager: range + optional series + search -> chart, table; create, edit,
+// delete (one or many, with an undo).
 
-import { deleteNote, listNotes, querySeries, toMs } from "./api.js";
-import { COLORS, drawChart } from "./chart.js";
-import { customText, readForm, saveNote, showErrors } from "./form.js";
-import { formatTime, fromLocalInput, toLocalInput } from "./time.js";
-import { attachMetricSuggest, attachTagSuggest } from "./suggest.js";
+import { bulkDelete, bulkPut, listNotes, querySeries, toMs } from "../common/api.js";
+import { COLORS, drawChart } from "../common/chart.js";
+import { showErrors } from "../common/errors.js";
+import { exploreUrl } from "../common/grafana.js";
+import { initRange, rangeParams, readRange } from "../common/range.js";
+import { attachMetricSuggest, attachTagSuggest } from "../common/suggest.js";
+import { formatTime } from "../common/time.js";
+import { customText, readForm, saveNote } from "./form.js";
+import { NotesTable } from "./table.js";
 
 const $ = (id) => document.getElementById(id);
-const PRESETS_MS = { "1h": 3600e3, "6h": 6 * 3600e3, "24h": 86400e3, "7d": 7 * 86400e3,
-  "30d": 30 * 86400e3 };
 const MAX_LINES = 20;
-const state = { range: null, metric: "", tags: "", series: [], notes: [], editing: null };
+const state = { range: null, metric: "", tags: "", series: [], notes: [], editing: null,
+  undo: null };
+let table = null;
 
 function status(message) {
   $("status").textContent = message;
 }
+
+const plural = (n, word) => `${n} ${word}${n === 1 || word === "series" ? "" : "s"}`;
 
 function seriesLabel(metric, tags) {
   const pairs = Object.entries(tags || {}).map(([k, v]) => `${k}=${v}`).join(",");
@@ -23,74 +30,44 @@ function seriesLabel(metric, tags) {
 
 // --- the view ------------------------------------------------------------------------------
 
-function applyPreset() {
-  const preset = $("range-preset").value;
-  if (!(preset in PRESETS_MS)) return;
-  const endMs = Math.floor(Date.now() / 1000) * 1000;
-  $("range-start").value = toLocalInput(endMs - PRESETS_MS[preset]);
-  $("range-end").value = toLocalInput(endMs);
-}
-
 function readView() {
-  const errors = [];
-  if ($("range-preset").value !== "custom") applyPreset();
-  const startMs = fromLocalInput($("range-start").value);
-  const endMs = fromLocalInput($("range-end").value);
-  if (!Number.isFinite(startMs)) errors.push({ field: "range-start", message: "Enter a start time." });
-  if (!Number.isFinite(endMs)) errors.push({ field: "range-end", message: "Enter an end time." });
-  if (!errors.length && endMs <= startMs) {
-    errors.push({ field: "range-end", message: "The end must be after the start." });
-  }
+  const { range, errors } = readRange();
   const tags = $("view-tags").value.split(",").map((t) => t.trim()).filter(Boolean).join(",");
   if (tags && !$("view-metric").value.trim()) {
     errors.push({ field: "view-metric", message: "Tags need a metric." });
   }
-  return { errors, range: { startMs, endMs }, metric: $("view-metric").value.trim(), tags,
+  return { errors, range, metric: $("view-metric").value.trim(), tags,
     q: $("view-q").value.trim() };
 }
 
 function remember(view) {
   const params = new URLSearchParams();
-  const preset = $("range-preset").value;
-  if (preset === "custom") {
-    params.set("start", String(view.range.startMs));
-    params.set("end", String(view.range.endMs));
-  } else {
-    params.set("range", preset);
-  }
+  rangeParams(params, view.range);
   if (view.metric) params.set("m", view.metric);
   if (view.tags) params.set("tags", view.tags);
   if (view.q) params.set("q", view.q);
   history.replaceState(null, "", `?${params}`);
 }
 
-function restore() {
-  const params = new URLSearchParams(location.search);
-  if (params.has("start")) {
-    $("range-preset").value = "custom";
-    $("range-start").value = toLocalInput(Number(params.get("start")));
-    $("range-end").value = toLocalInput(Number(params.get("end") || Date.now()));
-  } else {
-    if (params.get("range") in PRESETS_MS) $("range-preset").value = params.get("range");
-    applyPreset();
-  }
-  $("view-metric").value = params.get("m") || "";
-  $("view-tags").value = params.get("tags") || "";
-  $("view-q").value = params.get("q") || "";
-}
-
-function toSeries(result) {
+function toSeries(result, index) {
   const points = Object.entries(result.dps || {}).map(([t, v]) => [Number(t), v])
     .sort((a, b) => a[0] - b[0]);
   return { label: seriesLabel(result.metric, result.tags), tsuid: (result.tsuids || [])[0],
-    points };
+    color: COLORS[index % COLORS.length], points };
 }
 
-function toNote(raw) {
-  const startMs = toMs(raw.startTime);
-  return { ...raw, key: `${raw.tsuid}|${raw.startTime}`, startMs,
-    endMs: raw.endTime ? toMs(raw.endTime) : 0,
-    label: raw.tsuid ? seriesLabel(raw.metric || raw.tsuid, raw.tags) : "Global" };
+/** Series colours: a drawn series keeps its line's colour; other series with notes follow. */
+function colourNotes(raw) {
+  const colours = new Map(state.series.map((s) => [s.tsuid, s.color]));
+  return raw.map((note) => {
+    const startMs = toMs(note.startTime);
+    const owner = note.tsuid ? seriesLabel(note.metric || note.tsuid, note.tags) : "Global";
+    if (note.tsuid && !colours.has(note.tsuid)) {
+      colours.set(note.tsuid, COLORS[colours.size % COLORS.length]);
+    }
+    return { ...note, key: `${note.tsuid || ""}|${note.startTime}`, startMs, owner,
+      color: note.tsuid ? colours.get(note.tsuid) : "", endMs: note.endTime ? toMs(note.endTime) : 0 };
+  });
 }
 
 async function load() {
@@ -108,10 +85,11 @@ async function load() {
       view.metric ? querySeries({ ...view.range, metric: view.metric, tags: view.tags, downsample })
         : Promise.resolve([]),
     ]);
-    state.notes = listing.annotations.map(toNote);
     state.series = results.map(toSeries);
-    render(listing);
-    status(`Showing ${state.notes.length} note${state.notes.length === 1 ? "" : "s"}.`);
+    state.notes = colourNotes(listing.annotations);
+    state.listing = listing;
+    render();
+    status(`Showing ${plural(state.notes.length, "note")}.`);
   } catch (error) {
     showErrors($("view-form"), $("view-errors"), [{ field: null, message: error.message }]);
     status("");
@@ -120,87 +98,82 @@ async function load() {
 
 // --- rendering -----------------------------------------------------------------------------
 
-function render(listing) {
+function render() {
   renderChart();
-  renderTable(listing);
+  table.setNotes(state.notes);
+  renderCaption();
   renderSeriesChoices();
+  renderGrafanaLink();
+}
+
+function legendItem(label, color, className = "") {
+  const item = document.createElement("li");
+  item.className = className;
+  if (color) item.style.setProperty("--swatch", color); // CSSOM: CSP-safe
+  item.textContent = label;
+  return item;
 }
 
 function renderChart() {
   const shown = state.series.slice(0, MAX_LINES);
-  drawChart($("chart"), { series: shown, notes: state.notes, range: state.range,
-    onSelect: startEdit });
-  $("chart-legend").replaceChildren(...shown.map((s, i) => {
-    const item = document.createElement("li");
-    item.style.setProperty("--swatch", COLORS[i % COLORS.length]);
-    item.textContent = s.label;
-    return item;
-  }));
-  const what = state.metric ? seriesLabel(state.metric, null) + (state.tags ? `{${state.tags}}` : "")
-    : "No series chosen";
+  const { mode, unlabelled } = drawChart($("chart"), { series: shown, notes: state.notes,
+    range: state.range, onSelect: startEdit, tooltip: $("chart-tooltip") });
+  const owners = new Map(state.notes.filter((n) => n.tsuid).map((n) => [n.owner, n.color]));
+  const items = shown.map((s) => legendItem(s.label, s.color, "line"));
+  if (mode === "timeline") {
+    items.push(...[...owners].map(([owner, color]) => legendItem(owner, color, "series-note")));
+  }
+  if (state.notes.some((n) => !n.tsuid)) items.push(legendItem("Global note", "", "global-note"));
+  $("chart-legend").replaceChildren(...(mode === "empty" ? [] : items));
+  const what = state.metric ? `${state.metric}${state.tags ? `{${state.tags}}` : ""}` : "";
   const more = state.series.length > MAX_LINES ? ` (the first ${MAX_LINES} drawn)` : "";
-  $("chart-summary").textContent = `${what}: ${state.series.length} series${more}, `
-    + `${state.notes.length} notes.`;
+  const hidden = unlabelled ? ` ${plural(unlabelled, "note")} without room for a label: `
+    + "hover over or focus a marker to read it." : "";
+  const summary = {
+    lines: `${what}: ${plural(state.series.length, "series")}${more}, `
+      + `${plural(state.notes.length, "note")}.${hidden}`,
+    timeline: `${what ? `${what}: no data in this range. ` : "No series chosen: "}`
+      + `the ${plural(state.notes.length, "note")} of the range on a timeline, `
+      + `one lane per series.${hidden}`,
+    empty: `${what ? `${what}: no data and n` : "N"}o notes in this range.`,
+  }[mode];
+  $("chart-summary").textContent = summary;
 }
 
-function cell(text, className) {
-  const td = document.createElement("td");
-  td.textContent = text;
-  if (className) td.className = className;
-  return td;
+function renderCaption() {
+  const listing = state.listing;
+  const shown = state.notes.length;
+  const truncated = listing.truncated ? ` (the first ${shown} of ${listing.total})` : "";
+  const scope = state.metric ? "global and the chosen series'" : "global and every series'";
+  $("notes-caption").textContent = `${plural(shown, "note")} (${scope}) from `
+    + `${formatTime(state.range.startMs)} to ${formatTime(state.range.endMs)}${truncated}`;
 }
 
-function button(label, accessibleName, onClick) {
-  const b = document.createElement("button");
-  b.type = "button";
-  b.textContent = label;
-  b.setAttribute("aria-label", accessibleName);
-  b.addEventListener("click", onClick);
-  return b;
-}
-
-function renderTable(listing) {
-  const rows = state.notes.map((note) => {
-    const tr = document.createElement("tr");
-    tr.dataset.note = note.key;
-    const actions = document.createElement("td");
-    actions.className = "row-actions";
-    actions.append(button("Edit", `Edit note ${note.description}`, () => startEdit(note)),
-      button("Delete", `Delete note ${note.description}`, () => remove(note)));
-    tr.append(cell(formatTime(note.startMs), "time"),
-      cell(note.endMs ? formatTime(note.endMs) : "", "time"),
-      cell(note.label, note.tsuid ? "scope-series" : "scope-global"),
-      cell(note.description), cell(note.notes, "pre"),
-      cell(customText(note.custom).replaceAll("\n", "; ")), actions);
-    return tr;
-  });
-  $("notes-body").replaceChildren(...rows);
-  $("notes-empty").hidden = rows.length > 0;
-  const truncated = listing.truncated ? ` (first ${rows.length} of ${listing.total})` : "";
-  $("notes-caption").textContent = `${rows.length} note${rows.length === 1 ? "" : "s"} `
-    + `from ${formatTime(state.range.startMs)} to ${formatTime(state.range.endMs)}${truncated}`;
+function renderGrafanaLink() {
+  const url = exploreUrl([{ metric: state.metric, tags: state.tags, aggregator: "sum" }],
+    state.range);
+  $("grafana-link").hidden = !url;
+  if (url) $("grafana-link").href = url;
 }
 
 function renderSeriesChoices(extra = null) {
   const select = $("note-series");
-  const choices = state.series.filter((s) => s.tsuid).map((s) => [s.tsuid, s.label]);
-  if (extra && !choices.some(([tsuid]) => tsuid === extra.tsuid)) {
-    choices.push([extra.tsuid, extra.label]);
-  }
+  const choices = new Map(state.series.filter((s) => s.tsuid).map((s) => [s.tsuid, s.label]));
+  for (const note of state.notes) if (note.tsuid) choices.set(note.tsuid, note.owner);
+  if (extra) choices.set(extra.tsuid, extra.owner);
   const current = select.value;
-  select.replaceChildren(...choices.map(([tsuid, label]) => {
+  select.replaceChildren(...[...choices].map(([tsuid, label]) => {
     const option = document.createElement("option");
     option.value = tsuid;
     option.textContent = label;
     return option;
   }));
-  if (choices.some(([tsuid]) => tsuid === current)) select.value = current;
+  if (choices.has(current)) select.value = current;
   syncScope();
 }
 
 function syncScope() {
-  const series = $("note-form").elements.scope.value === "series";
-  $("note-series").disabled = !series;
+  $("note-series").disabled = $("note-form").elements.scope.value !== "series";
 }
 
 // --- editing -------------------------------------------------------------------------------
@@ -209,7 +182,7 @@ function resetForm() {
   const form = $("note-form");
   form.reset();
   state.editing = null;
-  form.elements.start.value = toLocalInput(Math.floor(Date.now() / 1000) * 1000);
+  form.elements.start.value = formatTime(Math.floor(Date.now() / 1000) * 1000);
   $("form-heading").textContent = "New note";
   $("note-save").textContent = "Create note";
   $("note-cancel").hidden = true;
@@ -224,8 +197,8 @@ function startEdit(note) {
   renderSeriesChoices(note.tsuid ? note : null);
   form.elements.scope.value = note.tsuid ? "series" : "global";
   if (note.tsuid) form.elements.tsuid.value = note.tsuid;
-  form.elements.start.value = toLocalInput(note.startMs);
-  form.elements.end.value = note.endMs ? toLocalInput(note.endMs) : "";
+  form.elements.start.value = formatTime(note.startMs);
+  form.elements.end.value = note.endMs ? formatTime(note.endMs) : "";
   form.elements.description.value = note.description;
   form.elements.notes.value = note.notes;
   form.elements.custom.value = customText(note.custom);
@@ -253,33 +226,60 @@ async function submit(event) {
   }
 }
 
-async function remove(note) {
-  if (!window.confirm(`Delete the note “${note.description}”?`)) return;
+// --- deleting, and undoing it ----------------------------------------------------------------
+
+function offerUndo(message, notes) {
+  state.undo = notes;
+  $("undo-text").textContent = message;
+  $("undo").hidden = !notes;
+  $("undo-bar").hidden = false;
+}
+
+async function remove(notes) {
   try {
-    await deleteNote(note.tsuid, note.startTime);
-    if (state.editing && state.editing.key === note.key) resetForm();
-    status(`Deleted note “${note.description}”.`);
+    const deleted = await bulkDelete(notes);
+    if (state.editing && notes.some((n) => n.key === state.editing.key)) resetForm();
+    table.clearSelection();
+    offerUndo(notes.length === 1 ? `Deleted note “${notes[0].description}”.`
+      : `Deleted ${plural(deleted, "note")}.`, notes);
     await load();
   } catch (error) {
-    status(`Could not delete the note: ${error.message}`);
+    offerUndo(`Could not delete: ${error.message}`, null);
+  }
+}
+
+async function undo() {
+  const notes = state.undo;
+  if (!notes) return;
+  try {
+    await bulkPut(notes);
+    offerUndo(`Restored ${plural(notes.length, "note")}.`, null);
+    state.undo = null;
+    await load();
+  } catch (error) {
+    offerUndo(`Could not restore: ${error.message}`, notes);
   }
 }
 
 // --- wiring --------------------------------------------------------------------------------
 
 function init() {
-  restore();
+  const params = new URLSearchParams(location.search);
+  table = new NotesTable({ onEdit: startEdit, onDelete: remove, onSelection: () => {} });
+  initRange(params, () => state.range && load());
+  $("view-metric").value = params.get("m") || "";
+  $("view-tags").value = params.get("tags") || "";
+  $("view-q").value = params.get("q") || "";
   resetForm();
   attachMetricSuggest($("view-metric"), $("metric-suggestions"));
   attachTagSuggest($("view-tags"), $("tag-suggestions"));
-  $("range-preset").addEventListener("change", applyPreset);
-  for (const id of ["range-start", "range-end"]) {
-    $(id).addEventListener("input", () => { $("range-preset").value = "custom"; });
-  }
   $("view-form").addEventListener("submit", (event) => { event.preventDefault(); load(); });
   $("note-form").addEventListener("submit", submit);
   for (const radio of $("note-form").elements.scope) radio.addEventListener("change", syncScope);
   $("note-cancel").addEventListener("click", resetForm);
+  $("bulk-delete").addEventListener("click", () => remove(table.selectedNotes()));
+  $("clear-selection").addEventListener("click", () => table.clearSelection());
+  $("undo").addEventListener("click", undo);
   let resizeTimer = null;
   window.addEventListener("resize", () => {
     clearTimeout(resizeTimer);

@@ -1,4 +1,4 @@
-// The public HTTP API, and nothing else: every call the annotation page makes is here.
+// Every HTTP call the pages make: the public API, plus pytsd's /ui/api helpers.
 
 export class ApiError extends Error {
   constructor(status, message, details) {
@@ -7,7 +7,7 @@ export class ApiError extends Error {
   }
 }
 
-async function request(url, options = {}) {
+export async function request(url, options = {}) {
   const response = await fetch(url, {
     headers: { Accept: "application/json", ...(options.body ? { "Content-Type": "application/json" } : {}) },
     ...options,
@@ -38,13 +38,64 @@ export const apiTime = (ms) => (ms % 1000 === 0 ? ms / 1000 : ms);
 /** A stored startTime/endTime (seconds, or milliseconds when >= 2^32) in milliseconds. */
 export const toMs = (ts) => (ts >= 2 ** 32 ? ts : ts * 1000);
 
-/** GET /api/annotation/list: global notes and those of the chosen series in a range. */
+/**
+ * Notes in a range: with a metric, GET /api/annotation/list (global notes and the matching
+ * series'); without one, GET /ui/api/notes (global notes and every series').
+ */
 export async function listNotes({ startMs, endMs, metric, tags, q }) {
   const params = new URLSearchParams({ start: msText(startMs), end: msText(endMs) });
   if (metric) params.append("m", tags ? `${metric}{${tags}}` : metric);
   if (q) params.set("q", q);
-  const { body } = await request(`/api/annotation/list?${params}`);
+  const path = metric ? "/api/annotation/list" : "/ui/api/notes";
+  const { body } = await request(`${path}?${params}`);
   return body;
+}
+
+/** A note as the write endpoints take it: without the listing's metric and tags. */
+export function writable(note) {
+  const out = { startTime: note.startTime, endTime: note.endTime || 0,
+    description: note.description, notes: note.notes || "", custom: note.custom || null };
+  if (note.tsuid) out.tsuid = note.tsuid;
+  return out;
+}
+
+/**
+ * Delete exactly these notes with DELETE /api/annotation/bulk. The endpoint deletes ranges,
+ * so one call per start time, naming only the chosen series (and global when chosen): a note
+ * is identified by (tsuid, start), so nothing else can match. Returns the count deleted.
+ */
+export async function bulkDelete(notes) {
+  const byStart = new Map();
+  for (const note of notes) {
+    const group = byStart.get(note.startTime) || { tsuids: [], global: false };
+    if (note.tsuid) group.tsuids.push(note.tsuid); else group.global = true;
+    byStart.set(note.startTime, group);
+  }
+  let deleted = 0;
+  for (const [startTime, group] of byStart) {
+    const at = msText(toMs(startTime));
+    const { body } = await request("/api/annotation/bulk", { method: "DELETE",
+      body: JSON.stringify({ startTime: at, endTime: at, ...group }) });
+    deleted += body.totalDeleted;
+  }
+  return deleted;
+}
+
+/** PUT /api/annotation/bulk: write these notes back as they were (the undo of a delete). */
+export async function bulkPut(notes) {
+  const { body } = await request("/api/annotation/bulk", { method: "PUT",
+    body: JSON.stringify(notes.map(writable)) });
+  return body;
+}
+
+/** GET /api/aggregators, sorted. */
+export async function aggregators() {
+  return ((await request("/api/aggregators")).body || []).slice().sort();
+}
+
+/** GET /ui/api/status: version, storage, UID counts, this worker's points written. */
+export async function serverStatus() {
+  return (await request("/ui/api/status")).body;
 }
 
 /** Is there a note at exactly (tsuid, startMs)? Asked through the listing, which answers

@@ -1,0 +1,105 @@
+"""``/ui/api/*``: the small JSON helpers the pages need that the public API does not offer.
+
+* ``/ui/api/status``: the home page's status strip. Only what is cheap: the UID counts are the
+  ``MAXID`` counters of ``tsdb-uid`` (one row read per kind: UIDs ever assigned, so a name
+  whose data was deleted still counts); points written are this worker's counter since it
+  started (as in ``/api/stats``). Series are not counted: that needs a scan of the data table.
+* ``/ui/api/notes``: every note starting in [start, end], global and of every series, which
+  ``/api/annotation/list`` gives only for named series. The cost is a scan of each metric's
+  rows in the range (series notes live in the data rows, as in OpenTSDB).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+from urllib.parse import urlsplit
+
+from flask import Response, current_app, jsonify, request
+
+import app.tsdb.annotations as store
+from app import __version__
+from app.api.stats import COUNTERS
+from app.errors import BadRequestError
+from app.query.timeparse import parse_time
+from app.tsdb import TSDB
+from app.tsdb.annotation_model import Note
+from app.ui import bp
+
+MAX_NOTES = 100_000
+DEFAULT_NOTES = 5000
+
+
+def _tsdb() -> TSDB:
+    tsdb: TSDB = current_app.extensions["tsdb"]
+    return tsdb
+
+
+def storage_summary(url: str) -> dict[str, str]:
+    """``{"backend": "sqlite"|"hbase", "location": path or host:port}`` of a storage URL."""
+    parts = urlsplit(url)
+    if parts.scheme == "sqlite":
+        return {"backend": "sqlite", "location": url.removeprefix("sqlite:///")}
+    return {"backend": parts.scheme, "location": parts.netloc}
+
+
+@bp.get("/ui/api/status")
+def status() -> Response:
+    settings = current_app.config["TSD"]
+    tsdb = _tsdb()
+    return jsonify({
+        "version": __version__,
+        "storage": storage_summary(settings["tsd.storage"]),
+        "mode": settings["tsd.mode"],
+        "uids": {kind: uids.max_id() for kind, uids in tsdb.uids.items()},
+        "worker": {"pid": os.getpid(), "startedMs": int(COUNTERS.started_s * 1000),
+                   "pointsWritten": COUNTERS.points_written},
+    })
+
+
+def _time_arg(name: str, now_ms: int, default: int | None = None) -> int:
+    text = request.args.get(name, "").strip()
+    if not text:
+        if default is None:
+            raise BadRequestError(f"Missing the {name} time value", f"Pass {name}=<time>")
+        return default
+    return parse_time(text, now_ms, current_app.config["TSD"]["tsd.core.timezone"])
+
+
+def _limit() -> int:
+    text = request.args.get("limit", str(DEFAULT_NOTES))
+    if not text.isdigit() or not 0 < int(text) <= MAX_NOTES:
+        raise BadRequestError(f"Invalid limit: {text}",
+                              f"limit must be an integer from 1 to {MAX_NOTES}")
+    return int(text)
+
+
+def every_note(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
+    """Global notes and the notes of every series of every metric, sorted by start."""
+    notes = list(store.global_notes(tsdb, start_ms, end_ms))
+    for metric, _uid in tsdb.uids["metrics"].grep(lambda _name: True):
+        notes += store.metric_notes(tsdb, metric, [], start_ms, end_ms)
+    return sorted(notes, key=lambda note: (note.start_ms, note.tsuid))
+
+
+@bp.get("/ui/api/notes")
+def notes() -> Response:
+    """Like ``/api/annotation/list`` (same answer), for every series at once."""
+    now_ms = time.time_ns() // 1_000_000
+    start_ms = _time_arg("start", now_ms)
+    end_ms = _time_arg("end", now_ms, now_ms)
+    if end_ms < start_ms:
+        raise BadRequestError("The end timestamp cannot be less than the start timestamp")
+    limit = _limit()
+    tsdb = _tsdb()
+    found = every_note(tsdb, start_ms, end_ms)
+    text = request.args.get("q", "").strip()
+    if text:
+        found = [note for note in found if note.matches_text(text)]
+    kept = found[:limit]
+    store.describe_series(tsdb, kept)
+    body: dict[str, Any] = {"start": start_ms, "end": end_ms, "total": len(found),
+                            "truncated": len(found) > limit,
+                            "annotations": [note.listing_json() for note in kept]}
+    return jsonify(body)
