@@ -135,6 +135,30 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: when set (e.g. `7d`), `/api/search/lookup` without `start` scans only that far "
         "back; empty scans the metric's whole history, as OpenTSDB does.",
     ),
+    "tsd.rollups.enable": Setting(
+        False, parse_bool, "Read and write rollup and pre-aggregate tables (`tsd.rollups.config`)."
+    ),
+    "tsd.rollups.config": Setting(
+        "", str, "Rollup intervals and aggregator IDs: JSON, or the path of a `.json` file."
+    ),
+    "tsd.rollups.tag_raw": Setting(
+        False, parse_bool, "Tag rollups of raw series with `agg_tag_key=raw_agg_tag_value`."
+    ),
+    "tsd.rollups.agg_tag_key": Setting("_aggregate", str, "Tag key naming a pre-aggregate."),
+    "tsd.rollups.raw_agg_tag_value": Setting("RAW", str, "`agg_tag_key` value of raw series."),
+    "tsd.rollups.block_derived": Setting(
+        True, parse_bool, "Refuse `avg` and `dev` rollups and pre-aggregates (derivable)."
+    ),
+    "tsd.rollups.compute.lag_s": Setting(
+        600, int,
+        "pytsd: seconds after an hour ends before pytsd rolls it up and queries read its "
+        "rollups instead of raw data (late points inside this lag still count).",
+    ),
+    "tsd.rollups.compute.background": Setting(
+        False, parse_bool,
+        "pytsd: roll up closed hours in a background thread of the server (else only "
+        "`pytsd rollup` does).",
+    ),
 }
 
 
