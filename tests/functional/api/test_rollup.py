@@ -8,6 +8,7 @@ queries then read them back through the planner, with each ``rollupUsage``.
 from __future__ import annotations
 
 import json
+import struct
 from typing import Any
 
 import pytest
@@ -186,3 +187,19 @@ def test_open_hours_come_from_raw(rollup_tsdb: TSDB) -> None:
         if int.from_bytes(key[3:7], "big") < horizon:
             table.delete(key)
     assert _query(client, "sum:1h-sum:m", start=start, end=now) == both
+
+
+def test_old_prefixed_cells_are_read(rollup_client: FlaskClient, rollup_tsdb: TSDB) -> None:
+    """2.4 still reads the older ``sum:``/``count:`` + 2-byte qualifier layout; so does pytsd."""
+    _post(rollup_client, {"metric": "m", "timestamp": DAY, "value": 0, "tags": {"host": "a"},
+                          "interval": "1h", "aggregator": "sum"})  # assigns the UIDs
+    table = rollup_tsdb.table("tsdb-rollup-1h")
+    key, column, _ = _cells(rollup_tsdb, "tsdb-rollup-1h")[0]
+    table.delete(key, [column])
+    # hour 0: sum 10 (1-byte int), count 4; hour 1: sum 9.0 (8-byte double, flags 0xF), count 3
+    table.put(key, {b"t:sum:\x00\x00": b"\x0a", b"t:count:\x00\x00": b"\x04",
+                    b"t:sum:\x00\x1f": struct.pack(">d", 9.0), b"t:count:\x00\x10": b"\x03"})
+    assert _query(rollup_client, "sum:1h-avg:m")[0]["dps"] == {str(DAY): 2.5,
+                                                              str(DAY + 3600): 3.0}
+    assert _query(rollup_client, "sum:1h-sum:m")[0]["dps"] == {str(DAY): 10.0,
+                                                              str(DAY + 3600): 9.0}
