@@ -159,6 +159,9 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: roll up closed hours in a background thread of the server (else only "
         "`pytsd rollup` does).",
     ),
+    "tsd.rollups.compute.interval_s": Setting(
+        300, int, "pytsd: seconds between background rollup passes."
+    ),
 }
 
 

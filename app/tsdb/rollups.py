@@ -9,6 +9,8 @@ single cells laid out exactly as 2.4 writes them, so OpenTSDB reads them too.
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -225,11 +227,14 @@ def rollup_cells(series: Series, interval: RollupInterval, ids: Mapping[str, int
 
 
 def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
-                    metrics: Iterable[str] | None = None) -> RollupStats:
+                    metrics: Iterable[str] | None = None, *,
+                    widen_start: bool = False) -> RollupStats:
     """Roll up every raw point in ``[start_s, end_s)`` into each rollup table.
 
     Only whole intervals inside the range are written (so a range of whole days fills a
-    1-day interval); running again over the same range rewrites the same cells.
+    1-day interval); with ``widen_start`` each interval starts at the interval holding
+    ``start_s`` instead (the background pass: a day is rolled up once it is over, from its
+    first hour). Running again over the same range rewrites the same cells.
     """
     from app.tsdb.reader import SeriesReader
 
@@ -241,7 +246,8 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
     stats = RollupStats()
     time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
     for interval in rollups.rollups():
-        first = -(-start_s // interval.interval_s) * interval.interval_s
+        first = (start_s if not widen_start else start_s - start_s % interval.interval_s)
+        first = -(-first // interval.interval_s) * interval.interval_s
         last = end_s - end_s % interval.interval_s
         if last <= first:
             continue
@@ -266,3 +272,48 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
                     stats.points_read += int(series.ts_ms.size)
                     stats.cells_written += sum(len(cells) for cells in rows.values())
     return stats
+
+
+class RollupPass:
+    """Rolls up hours as they close, like the compaction queue (pytsd; 2.4 needs a job).
+
+    Each pass rolls up ``[done_until, horizon)`` (the horizon the planner reads rollups
+    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric. The first pass
+    starts at the hour before the horizon; hours that closed while no server ran are for
+    ``pytsd rollup``. The cells are deterministic, so two processes rolling up the same hour
+    write the same bytes.
+    """
+
+    def __init__(self, tsdb: TSDB) -> None:
+        self.tsdb = tsdb
+        self.done_until_s: int | None = None
+
+    def run_once(self, now_s: float | None = None) -> RollupStats:
+        from app.tsdb.planner import rollup_horizon_ms
+
+        lag_s = self.tsdb.config["tsd.rollups.compute.lag_s"]
+        horizon_s = rollup_horizon_ms(lag_s, now_s) // 1000
+        start_s = horizon_s - 3600 if self.done_until_s is None else self.done_until_s
+        if start_s >= horizon_s:
+            return RollupStats()
+        stats = compute_rollups(self.tsdb, start_s, horizon_s, widen_start=True)
+        self.done_until_s = horizon_s
+        return stats
+
+
+def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threading.Thread:
+    """A daemon thread running ``rollup_pass`` every ``interval_s`` seconds; errors logged."""
+    def loop() -> None:
+        while True:
+            try:
+                stats = rollup_pass.run_once()
+                if stats.cells_written:
+                    log.info("rolled up %d points into %d cells", stats.points_read,
+                             stats.cells_written)
+            except Exception:  # a failed pass must not kill the thread; the next one retries
+                log.exception("background rollup failed")
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=loop, name="pytsd-rollups", daemon=True)
+    thread.start()
+    return thread

@@ -203,3 +203,24 @@ def test_old_prefixed_cells_are_read(rollup_client: FlaskClient, rollup_tsdb: TS
                                                               str(DAY + 3600): 3.0}
     assert _query(rollup_client, "sum:1h-sum:m")[0]["dps"] == {str(DAY): 10.0,
                                                               str(DAY + 3600): 9.0}
+
+
+def test_background_pass_rolls_up_hours_as_they_close(rollup_tsdb: TSDB) -> None:
+    from app.tsdb.rollups import RollupPass
+
+    _load_hours(rollup_tsdb, hours=3)
+    lag_s = rollup_tsdb.config["tsd.rollups.compute.lag_s"]
+    rollup_pass = RollupPass(rollup_tsdb)
+    # Just after the third hour closed: the pass starts with that hour.
+    first = rollup_pass.run_once(now_s=DAY + 3 * 3600 + lag_s)
+    # two hosts, one hour of 360 points, read once for each of the 1m, 10m and 1h tables
+    assert first.points_read == 2 * 360 * 3
+    stamps = {int.from_bytes(key[3:7], "big") for key, _, _ in
+              _cells(rollup_tsdb, "tsdb-rollup-1m")}
+    assert stamps == {DAY + 2 * 3600}  # hour rows; the earlier hours are for `pytsd rollup`
+    assert rollup_pass.run_once(now_s=DAY + 3 * 3600 + lag_s + 60).cells_written == 0
+    client = app_over(rollup_tsdb).test_client()
+    hour = {"start": DAY + 2 * 3600, "end": DAY + 3 * 3600 - 1}
+    for m in ("sum:1m-sum:m", "sum:10m-avg:m", "max:1h-max:m{host=*}"):
+        rolled = _query(client, m, **hour)
+        assert rolled and rolled == _query(client, m.replace(":", ":rollup_raw:", 1), **hour)
