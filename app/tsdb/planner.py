@@ -18,7 +18,8 @@ raw rows. Anything else reads raw data, as with rollups off.
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -71,8 +72,10 @@ def planned_read(reader: SeriesReader, sub: SubQuery, start_ms: int,
                  end_ms: int) -> list[Series] | None:
     """The sub-query's series from rollups (+ raw after the horizon), or None for raw only."""
     config = reader.tsdb.rollup_config
-    if config is None or sub.pre_aggregate:
+    if config is None:
         return None
+    if sub.pre_aggregate or _filters_pre_aggregate(sub, reader.tsdb.config):
+        return _pre_aggregated(reader, config, sub, start_ms, end_ms)
     usage = sub.rollup_usage or DEFAULT_USAGE
     spec = sub.downsample
     tried = candidates(config, spec, usage)
@@ -85,16 +88,7 @@ def planned_read(reader: SeriesReader, sub: SubQuery, start_ms: int,
     split_ms = min(scan_end_ms, horizon_ms) // step_ms * step_ms
     if split_ms <= first_ms:
         return None
-    from app.tsdb.rollup_reader import RollupReader
-
-    rolled: list[Series] = []
-    for interval in tried:
-        rollup_reader = RollupReader(reader, interval, EXACT[spec.function.lower()], step_ms)
-        rolled = rollup_reader.read_between(sub, first_ms, split_ms)
-        reader.stats.rows += rollup_reader.stats.rows
-        reader.stats.points += rollup_reader.stats.points
-        if rolled:
-            break
+    rolled = _read_rollups(reader, sub, tried, first_ms, split_ms, pre_aggregate=False)
     if not rolled and usage != "ROLLUP_NOFALLBACK":
         return None
     raw: list[Series] = []
@@ -103,6 +97,60 @@ def planned_read(reader: SeriesReader, sub: SubQuery, start_ms: int,
         last_s = (scan_end_ms - 1) // 1000
         raw = reader.read_rows(sub, first_s, last_s - last_s % HOUR_S)
     return merge_series(rolled, raw, split_ms)
+
+
+def _read_rollups(reader: SeriesReader, sub: SubQuery, tried: list[RollupInterval],
+                  first_ms: int, end_ms: int, *, pre_aggregate: bool) -> list[Series]:
+    """Buckets in ``[first_ms, end_ms)`` from the first of ``tried`` that has any."""
+    from app.tsdb.rollup_reader import RollupReader
+
+    assert sub.downsample is not None
+    exact = EXACT[sub.downsample.function.lower()]
+    rolled: list[Series] = []
+    for interval in tried:
+        table = interval.pre_aggregation_table if pre_aggregate else interval.table
+        rollup_reader = RollupReader(reader, interval, exact, sub.downsample.interval_ms, table)
+        rolled = rollup_reader.read_between(sub, first_ms, end_ms)
+        reader.stats.rows += rollup_reader.stats.rows
+        reader.stats.points += rollup_reader.stats.points
+        if rolled:
+            break
+    return rolled
+
+
+def _filters_pre_aggregate(sub: SubQuery, settings: Mapping[str, Any]) -> bool:
+    """2.4 reads pre-aggregates when a literal filter on ``tsd.rollups.agg_tag_key`` asks
+    for another value than ``tsd.rollups.raw_agg_tag_value``."""
+    key, raw = settings["tsd.rollups.agg_tag_key"], settings["tsd.rollups.raw_agg_tag_value"]
+    return any(f.type == "literal_or" and f.tagk == key and f.filter != raw
+               for f in sub.filters)
+
+
+def _pre_aggregated(reader: SeriesReader, config: RollupConfig, sub: SubQuery,
+                    start_ms: int, end_ms: int) -> list[Series]:
+    """A pre-aggregate query: the rollup interval's pre-aggregate table when the downsample
+    has one, else the default interval's (raw layout). Written by clients only (``/api/rollup``
+    with ``groupByAggregator``), so there is no horizon and no raw tail."""
+    from app.tsdb.reader import scan_hours_s
+    from app.tsdb.rollup_reader import PreAggregateReader
+
+    usage = sub.rollup_usage or DEFAULT_USAGE
+    spec = sub.downsample
+    tried = candidates(config, spec, usage)
+    if spec is not None and tried:
+        scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, spec)
+        step_ms = spec.interval_ms
+        first_ms = -(-scan_start_ms // step_ms) * step_ms
+        rolled = _read_rollups(reader, sub, tried, first_ms, scan_end_ms // step_ms * step_ms,
+                               pre_aggregate=True)
+        if rolled or usage == "ROLLUP_NOFALLBACK":
+            return rolled
+    first_s, last_s = scan_hours_s(start_ms, end_ms, spec)
+    pre = PreAggregateReader(reader, config.default_interval.pre_aggregation_table)
+    series = pre.read_rows(sub, first_s, last_s)
+    reader.stats.rows += pre.stats.rows
+    reader.stats.points += pre.stats.points
+    return series
 
 
 def merge_series(rolled: list[Series], raw: list[Series], split_ms: int) -> list[Series]:

@@ -312,7 +312,7 @@ class SeriesReader:
         decoded = codec.decode_row(base_time_s, data)
         if decoded.has_duplicates:
             # Rare: the same timestamp in two cells. Re-read with write times, newest wins.
-            times = self.tsdb.data_table().row_write_times(key)
+            times = self.table().row_write_times(key)
             write_ts = {column[2:]: ts for column, ts in times.items()}
             decoded = codec.decode_row(base_time_s, data, write_ts)
         return decoded

@@ -27,8 +27,9 @@ class RollupReader(SeriesReader):
     """A :class:`SeriesReader` over one rollup table, producing bucket-combined series."""
 
     def __init__(self, raw: SeriesReader, interval: RollupInterval,
-                 exact: tuple[str, str], step_ms: int) -> None:
+                 exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
         super().__init__(raw.tsdb, raw.max_points)
+        self.table_name = table_name or interval.table
         assert raw.tsdb.rollup_config is not None
         self.interval = interval
         self.row_span_s = interval.row_span_s
@@ -40,7 +41,7 @@ class RollupReader(SeriesReader):
         self.first_ms = self.end_ms = 0
 
     def table(self) -> Table:
-        return self.tsdb.table(self.interval.table)
+        return self.tsdb.table(self.table_name)
 
     def read_between(self, sub: SubQuery, first_ms: int, end_ms: int) -> list[Series]:
         """Buckets in ``[first_ms, end_ms)`` (whole downsample buckets)."""
@@ -116,6 +117,17 @@ class RollupReader(SeriesReader):
         return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=decoded.ts_ms,
                       values=decoded.values, is_int=decoded.is_int,
                       row_order=group.row_order, tag_uids=dict(zip(tags, group.tag_uids)))
+
+
+class PreAggregateReader(SeriesReader):
+    """The raw reader over a pre-aggregate table in raw-point layout (the default interval's)."""
+
+    def __init__(self, raw: SeriesReader, table_name: str) -> None:
+        super().__init__(raw.tsdb, raw.max_points)
+        self.table_name = table_name
+
+    def table(self) -> Table:
+        return self.tsdb.table(self.table_name)
 
 
 class _CellBatch:

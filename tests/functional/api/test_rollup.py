@@ -224,3 +224,28 @@ def test_background_pass_rolls_up_hours_as_they_close(rollup_tsdb: TSDB) -> None
     for m in ("sum:1m-sum:m", "sum:10m-avg:m", "max:1h-max:m{host=*}"):
         rolled = _query(client, m, **hour)
         assert rolled and rolled == _query(client, m.replace(":", ":rollup_raw:", 1), **hour)
+
+
+def test_pre_aggregates_are_read_from_their_tables(rollup_client: FlaskClient) -> None:
+    points = [{"metric": "m", "timestamp": DAY + 60 * i, "value": 10 + i, "tags": {"dc": "x"},
+               "groupByAggregator": "sum"} for i in range(3)]
+    points += [{"metric": "m", "timestamp": DAY + 3600 * h, "value": 100 * h + 1,
+                "tags": {"dc": "x"}, "interval": "1h", "aggregator": agg,
+                "groupByAggregator": "sum"}
+               for h in range(2) for agg in ("sum", "count")]
+    points.append({"metric": "m", "timestamp": DAY, "value": 5, "tags": {"dc": "x"}})
+    assert _post(rollup_client, points[:-1]).status_code == 204
+    raw = rollup_client.post("/api/put", data=json.dumps(points[-1]))
+    assert raw.status_code == 204
+    window = {"start": DAY, "end": DAY + 7199}
+    expected = {str(DAY): 10, str(DAY + 60): 11, str(DAY + 120): 12}
+    by_flag = _query(rollup_client, "sum:pre-agg:m{dc=x}", **window)
+    assert [(s["tags"], s["dps"]) for s in by_flag] == [({"dc": "x", "_aggregate": "SUM"},
+                                                         expected)]
+    # A literal filter on _aggregate asks for pre-aggregates too (TsdbQuery#resolveTagFilters).
+    assert _query(rollup_client, "sum:m{_aggregate=SUM}", **window) == by_flag
+    # With a downsample that has a rollup interval: that interval's pre-aggregate table.
+    hourly = _query(rollup_client, "sum:pre-agg:1h-avg:m", **window)
+    assert hourly[0]["dps"] == {str(DAY): 1.0, str(DAY + 3600): 1.0}  # sum/count per hour
+    # Without the flag: raw data only.
+    assert _query(rollup_client, "sum:rollup_raw:m", **window)[0]["dps"] == {str(DAY): 5}
