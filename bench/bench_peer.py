@@ -111,9 +111,9 @@ def victoria_metrics() -> Iterator[tuple[str, int]]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                requests.get(url + "/health", timeout=1)
+                requests.get(url + "/health", timeout=5)
                 break
-            except requests.ConnectionError:
+            except requests.RequestException:
                 time.sleep(0.2)
         yield url, put_port
     finally:

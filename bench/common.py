@@ -43,9 +43,9 @@ def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                requests.get(url + "/api/version", timeout=1)
+                requests.get(url + "/api/version", timeout=5)
                 break
-            except requests.ConnectionError:
+            except requests.RequestException:  # not listening yet, or slow on a busy machine
                 time.sleep(0.2)
         yield url
     finally:

@@ -168,13 +168,7 @@ class RollupStats:
 
 def bucket_starts(ts_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
     """Start (s) of each point's interval, counted from its row's base time as 2.4 does."""
-    if interval.units in ("h", "d"):
-        span_s = 3600 * interval.unit_multiplier if interval.units == "h" else DAY_S
-        base = ts_s - ts_s % span_s
-    else:
-        unit = "M" if interval.units == "n" else "Y"
-        base = ts_s.astype("datetime64[s]").astype(f"datetime64[{unit}]") \
-            .astype("datetime64[s]").astype(np.int64)
+    base = row_base_times(ts_s, interval)
     return np.asarray(base + (ts_s - base) // interval.interval_s * interval.interval_s)
 
 
@@ -212,18 +206,23 @@ def rollup_cells(series: Series, interval: RollupInterval, ids: Mapping[str, int
         agg_id = ids.get(name)
         if agg_id is None:
             continue
-        for start_s, value, as_int in zip(stamps.tolist(), values.tolist(), ints.tolist()):
-            base_s = codec_rollup.rollup_base_time(start_s, interval.units,
-                                                   interval.unit_multiplier) \
-                if interval.units not in "hd" else \
-                start_s - start_s % (DAY_S if interval.units == "d"
-                                     else 3600 * interval.unit_multiplier)
-            number: int | float = int(value) if as_int else value
-            qualifier, raw = codec_rollup.rollup_cell(start_s, base_s, number, agg_id,
-                                                      interval.interval_s, interval.intervals)
-            key = head + base_s.to_bytes(4, "big") + tail
-            rows.setdefault(key, {})[b"t:" + qualifier] = raw
+        bases = row_base_times(stamps, interval)
+        qualifiers, raws = codec_rollup.encode_rollup_cells(
+            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals)
+        keys = {base: head + base.to_bytes(4, "big") + tail for base in set(bases.tolist())}
+        for base, qualifier, raw in zip(bases.tolist(), qualifiers, raws):
+            rows.setdefault(keys[base], {})[b"t:" + qualifier] = raw
     return rows
+
+
+def row_base_times(stamps_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
+    """``RollupUtils.getRollupBasetime`` of many timestamps (seconds)."""
+    if interval.units in ("h", "d"):
+        span_s = 3600 * interval.unit_multiplier if interval.units == "h" else DAY_S
+        return np.asarray(stamps_s - stamps_s % span_s)
+    unit = "M" if interval.units == "n" else "Y"
+    return np.asarray(stamps_s.astype("datetime64[s]").astype(f"datetime64[{unit}]")
+                      .astype("datetime64[s]").astype(np.int64))
 
 
 def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,

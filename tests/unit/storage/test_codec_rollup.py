@@ -4,11 +4,15 @@ from __future__ import annotations
 
 import struct
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from app.storage.codec_rollup import (
     build_rollup_qualifier,
     decode_rollup_cell,
+    encode_rollup_cells,
     rollup_base_time,
     rollup_cell,
 )
@@ -86,3 +90,21 @@ def test_decode_reads_the_old_prefixed_layout() -> None:
 @pytest.mark.parametrize("qualifier", [b"\x00\x07", b"\x00\x00\x00\x00\x07", b"x"])
 def test_decode_skips_other_qualifiers(qualifier: bytes) -> None:
     assert decode_rollup_cell(qualifier, b"\x01", TOP, 60) is None
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 59), st.one_of(
+    st.integers(-(2**63), 2**63 - 1), st.floats(allow_nan=False, allow_infinity=False))),
+    min_size=1, max_size=30))
+def test_vectorised_cells_equal_one_by_one(points: list[tuple[int, int | float]]) -> None:
+    stamps = np.array([TOP + 60 * minute for minute, _ in points], np.int64)
+    as_int = np.array([isinstance(v, int) for _, v in points], bool)
+    values = np.array([float(v) for _, v in points], np.float64)
+    longs = [v for _, v in points]
+    # integers must be exact in a double for the vectorised path (the caller ensures it)
+    as_int &= np.abs(values) < 2.0**53
+    qualifiers, raws = encode_rollup_cells(stamps, np.full(stamps.size, TOP), values, as_int,
+                                           3, 60, 60)
+    for i, (qualifier, raw) in enumerate(zip(qualifiers, raws)):
+        number = int(longs[i]) if as_int[i] else float(values[i])
+        assert (qualifier, raw) == rollup_cell(int(stamps[i]), TOP, number, 3, 60, 60)
