@@ -249,3 +249,27 @@ def test_pre_aggregates_are_read_from_their_tables(rollup_client: FlaskClient) -
     assert hourly[0]["dps"] == {str(DAY): 1.0, str(DAY + 3600): 1.0}  # sum/count per hour
     # Without the flag: raw data only.
     assert _query(rollup_client, "sum:rollup_raw:m", **window)[0]["dps"] == {str(DAY): 5}
+
+
+def test_json_door_takes_rollup_usage(rollup_client: FlaskClient, rollup_tsdb: TSDB) -> None:
+    _load_hours(rollup_tsdb, hours=1)
+    compute_rollups(rollup_tsdb, DAY, DAY + 3600)
+    table = rollup_tsdb.data_table()
+    for key, _ in list(table.scan()):
+        table.delete(key)  # only the rollups are left
+
+    def post(usage: str | None) -> Any:
+        sub = {"aggregator": "sum", "metric": "m", "downsample": "10m-avg"}
+        if usage:
+            sub["rollupUsage"] = usage
+        body = {"start": DAY, "end": DAY + 3599, "showQuery": True, "queries": [sub]}
+        response = rollup_client.post("/api/query", data=json.dumps(body))
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return response.get_json()
+
+    rolled = post(None)
+    assert len(rolled[0]["dps"]) == 6
+    assert (rolled[0]["query"]["rollupUsage"], rolled[0]["query"]["preAggregate"]) == \
+        (None, False)
+    assert post("rollup_raw") == []
+    assert post("ROLLUP_FALLBACK_RAW")[0]["query"]["rollupUsage"] == "ROLLUP_FALLBACK_RAW"
