@@ -142,7 +142,7 @@ def load_vm(url: str, put_port: int) -> None:
 
 def vm_count(url: str) -> int:
     response = requests.get(url + "/api/v1/query", params={
-        "query": f'sum(count_over_time({{__name__="{METRIC}"}}[1d]))', "time": END_S,
+        "query": f'sum(count_over_time({{__name__="{METRIC}"}}[2d]))', "time": END_S,
         "nocache": 1}, timeout=120)
     result = response.json()["data"]["result"]
     return int(float(result[0]["value"][1])) if result else 0
@@ -190,15 +190,7 @@ CASES = [
 ]
 
 
-def main() -> int:
-    if not VM.exists():
-        print(f"skipped: no {VM.relative_to(ROOT)} (run bench/build-victoriametrics.sh)")
-        return 0
-    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
-          "(a shared machine: figures are noisy, ratios less so)")
-    db = Path(tempfile.mkdtemp(prefix="pytsd-peer-")) / "bench.db"
-    settings = {"tsd.storage": f"sqlite:///{db}", "tsd.core.auto_create_metrics": "true",
-                "tsd.rollups.enable": "true", "tsd.rollups.config": json.dumps(ROLLUPS)}
+def load_store(settings: dict[str, str]) -> None:
     tsdb = TSDB(load_config(settings, {}))
     create_tables(tsdb.store, tsdb.config)
     started = time.perf_counter()
@@ -209,6 +201,22 @@ def main() -> int:
     print(f"pytsd: rolled up {stats.points_read:,} points into {stats.cells_written:,} cells "
           f"in {time.perf_counter() - started:.1f}s (pytsd rollup)")
     tsdb.close()
+
+
+def main() -> int:
+    if not VM.exists():
+        print(f"skipped: no {VM.relative_to(ROOT)} (run bench/build-victoriametrics.sh)")
+        return 0
+    print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
+          "(a shared machine: figures are noisy, ratios less so)")
+    # BENCH_PEER_DB: a store a previous run loaded (its path is printed), to skip loading.
+    reuse = os.environ.get("BENCH_PEER_DB")
+    db = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="pytsd-peer-")) / "bench.db"
+    settings = {"tsd.storage": f"sqlite:///{db}", "tsd.core.auto_create_metrics": "true",
+                "tsd.rollups.enable": "true", "tsd.rollups.config": json.dumps(ROLLUPS)}
+    if not reuse:
+        load_store(settings)
+    print(f"pytsd store: {db}")
     env = {env_name(key): value for key, value in settings.items()}
     with victoria_metrics() as (vm_url, put_port), gunicorn_server(env, workers=1) as url:
         started = time.perf_counter()
