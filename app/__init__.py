@@ -40,6 +40,10 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         from app.tsdb.compaction import run_in_background
 
         run_in_background(tsdb.compaction_queue, tsd_config["tsd.storage.compaction.interval_s"])
+    if tsdb.rollup_config is not None and tsd_config["tsd.rollups.compute.background"]:
+        from app.tsdb.rollups import RollupPass, run_rollups_in_background
+
+        run_rollups_in_background(RollupPass(tsdb), tsd_config["tsd.rollups.compute.interval_s"])
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     logging.getLogger("app").info("storage: %s", describe_storage(tsd_config))

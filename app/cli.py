@@ -221,6 +221,26 @@ def compact(now_s: int | None) -> None:
 
 
 @main.command()
+@click.option("--start", "start_s", type=int, required=True, help="First second (unix time).")
+@click.option("--end", "end_s", type=int, default=None,
+              help="End second, exclusive (default: the rollup horizon, the last closed hour).")
+@click.option("--metric", "metrics", multiple=True, help="Only this metric (repeatable).")
+def rollup(start_s: int, end_s: int | None, metrics: tuple[str, ...]) -> None:
+    """Compute OpenTSDB rollups (sum, count, min, max) from raw data over [start, end)."""
+    from app.tsdb.planner import rollup_horizon_ms
+    from app.tsdb.rollups import compute_rollups
+
+    tsdb = open_tsdb()
+    if end_s is None:
+        end_s = rollup_horizon_ms(tsdb.config["tsd.rollups.compute.lag_s"]) // 1000
+    started = time.perf_counter()
+    stats = compute_rollups(tsdb, start_s, end_s, metrics or None)
+    click.echo(f"rolled up {stats.points_read} points of {stats.series} series into "
+               f"{stats.cells_written} cells in {time.perf_counter() - started:.1f}s "
+               f"({'; '.join(stats.spans) or 'no whole interval in range'})")
+
+
+@main.command()
 @click.option("--hours", type=int, default=24, help="Hours of data, ending now.")
 @click.option("--if-empty", is_flag=True, help="Do nothing when demo data already exists.")
 def demo(hours: int, if_empty: bool) -> None:

@@ -214,6 +214,33 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: Grafana's base URL (e.g. `http://localhost:3000`); when set, the home page and "
         "the annotation manager link to the same range and series in Grafana's Explore.",
     ),
+    "tsd.rollups.enable": Setting(
+        False, parse_bool, "Read and write rollup and pre-aggregate tables (`tsd.rollups.config`)."
+    ),
+    "tsd.rollups.config": Setting(
+        "", str, "Rollup intervals and aggregator IDs: JSON, or the path of a `.json` file."
+    ),
+    "tsd.rollups.tag_raw": Setting(
+        False, parse_bool, "Tag rollups of raw series with `agg_tag_key=raw_agg_tag_value`."
+    ),
+    "tsd.rollups.agg_tag_key": Setting("_aggregate", str, "Tag key naming a pre-aggregate."),
+    "tsd.rollups.raw_agg_tag_value": Setting("RAW", str, "`agg_tag_key` value of raw series."),
+    "tsd.rollups.block_derived": Setting(
+        True, parse_bool, "Refuse `avg` and `dev` rollups and pre-aggregates (derivable)."
+    ),
+    "tsd.rollups.compute.lag_s": Setting(
+        600, int,
+        "pytsd: seconds after an hour ends before pytsd rolls it up and queries read its "
+        "rollups instead of raw data (late points inside this lag still count).",
+    ),
+    "tsd.rollups.compute.background": Setting(
+        False, parse_bool,
+        "pytsd: roll up closed hours in a background thread of the server (else only "
+        "`pytsd rollup` does).",
+    ),
+    "tsd.rollups.compute.interval_s": Setting(
+        300, int, "pytsd: seconds between background rollup passes."
+    ),
 }
 
 

@@ -43,7 +43,7 @@ def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:
             try:
-                requests.get(url + "/api/version", timeout=1)
+                requests.get(url + "/api/version", timeout=5)
                 break
             except requests.RequestException:  # not listening yet, or a worker still booting
                 time.sleep(0.2)

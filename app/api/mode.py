@@ -11,7 +11,7 @@ from app.api import bp
 from app.errors import NotFoundError
 
 # First path segment after /api (or /api/v1) -> the modes that serve it.
-WRITE_ENDPOINTS = frozenset({"put", "annotation", "annotations", "uid"})
+WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid"})
 READ_ENDPOINTS = frozenset({"query", "search", "suggest"})
 
 

@@ -28,7 +28,7 @@ from marshmallow import EXCLUDE, Schema, ValidationError, fields
 from app.errors import BadRequestError
 from app.query.ast import LONG_MAX, Filter, Query, RateOptions, SubQuery
 from app.query.filters import add_filters, filter_from_tag
-from app.query.parse import parse_downsample
+from app.query.parse import parse_downsample, parse_rollup_usage
 from app.query.timeparse import java_parse_long
 from app.query.validate import validate_query
 
@@ -129,6 +129,8 @@ class SubQuerySchema(_Base):
     filters = fields.List(fields.Nested(FilterSchema), load_default=None, allow_none=True)
     explicitTags = fields.Boolean(load_default=None, allow_none=True)
     percentiles = fields.List(fields.Float(), load_default=None, allow_none=True)
+    rollupUsage = Text(load_default=None, allow_none=True)
+    preAggregate = fields.Boolean(load_default=None, allow_none=True)
 
 
 class QuerySchema(_Base):
@@ -203,7 +205,9 @@ def _sub_query(raw: Mapping[str, Any], index: int) -> SubQuery:
         downsample=parse_downsample(downsample, use_calendar=False) if downsample else None,
         rate=bool(raw["rate"]), rate_options=_rate_options(raw["rateOptions"]),
         explicit_tags=bool(raw["explicitTags"]),
-        percentiles=tuple(sorted(raw["percentiles"] or ())))
+        percentiles=tuple(sorted(raw["percentiles"] or ())),
+        rollup_usage=parse_rollup_usage(raw["rollupUsage"]),
+        pre_aggregate=bool(raw["preAggregate"]))
 
 
 def query_from_json(body: object, now_ms: int, tz: str = "UTC", *,

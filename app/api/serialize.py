@@ -17,8 +17,12 @@ Values print as integers when the group is integer, else like Java's ``Double.to
 (``2.5``, ``301.0``, ``9.349986906415408E11``, ``5.0E-4``); NaN prints as the string
 ``"NaN"`` (Jackson's quoting), or ``null`` under fill policy ``null``.
 
-The ``dps`` text is pre-rendered with numpy (it can hold millions of points), so results are
-written with :func:`dumps_opentsdb`, not Flask's JSON provider.
+The ``dps`` text is pre-rendered with numpy and orjson (it can hold millions of points), so
+results are written with :func:`dumps_opentsdb`, not Flask's JSON provider. orjson prints a
+double exactly as Python's ``repr`` does (shortest round-trip digits, positional below 1e16),
+so one C call renders a whole series' values and only the few values Java prints differently
+(``>= 1e7``, ``< 1e-3``, NaN) are patched; the timestamp keys of a grid that many series share
+are formatted once per response (``KeyCache``).
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
+import orjson
 
 from app.engine.model import BoolArray, Float64Array, GroupResult, Int64Array
 from app.query.ast import Query, RateOptions, SubQuery
@@ -98,7 +103,7 @@ def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool,
     if is_int:
         texts = _int_texts(values, long_values)
     else:
-        texts = list(map(float.__repr__, values.tolist()))
+        texts = _c_texts(values)
         magnitude = np.abs(values)
         with np.errstate(invalid="ignore"):
             big = (magnitude >= 1e7) & (magnitude < 1e16)
@@ -117,11 +122,35 @@ def _format_values(values: Float64Array, is_int: bool, null_for_nan: bool,
     return texts
 
 
+def _c_texts(numbers: Float64Array | Int64Array) -> list[str]:
+    """Each number as orjson prints it (a double: like ``repr``; NaN and infinities: null),
+    split out of one C-rendered JSON array."""
+    if numbers.size == 0:
+        return []
+    rendered = orjson.dumps(np.ascontiguousarray(numbers), option=orjson.OPT_SERIALIZE_NUMPY)
+    return rendered[1:-1].decode().split(",")
+
+
 def _int_texts(values: Float64Array, long_values: Int64Array | None) -> list[str]:
     """Integers as Java longs print them; exact 64-bit values when the engine kept them."""
     if long_values is None:
         long_values = np.where(np.isnan(values), 0, values).astype(np.int64)
-    return list(map(str, long_values.tolist()))
+    return _c_texts(np.asarray(long_values, dtype=np.int64))
+
+
+class KeyCache:
+    """The ``dps`` keys of each distinct timestamp grid of one response, formatted once:
+    the series of a grouped, downsampled query share one grid."""
+
+    def __init__(self) -> None:
+        self._keys: dict[bytes, list[str]] = {}
+
+    def keys(self, stamps: Int64Array) -> list[str]:
+        raw = stamps.tobytes()
+        found = self._keys.get(raw)
+        if found is None:
+            found = self._keys[raw] = _c_texts(stamps)
+        return found
 
 
 def _interleave(keys: list[str], texts: list[str], first: str, middle: str, between: str,
@@ -140,7 +169,7 @@ def _interleave(keys: list[str], texts: list[str], first: str, middle: str, betw
 def render_dps(ts_ms: Int64Array, values: Float64Array, is_int: bool, *, start_ms: int,
                end_ms: int, ms_resolution: bool = False, arrays: bool = False,
                null_for_nan: bool = False, int_mask: BoolArray | None = None,
-               long_values: Int64Array | None = None) -> str:
+               long_values: Int64Array | None = None, key_cache: KeyCache | None = None) -> str:
     """The ``dps`` JSON text for one series."""
     ts_ms = np.asarray(ts_ms, dtype=np.int64)
     values = np.asarray(values, dtype=np.float64)
@@ -153,7 +182,7 @@ def render_dps(ts_ms: Int64Array, values: Float64Array, is_int: bool, *, start_m
         stamps = ts_ms
     else:  # Java's long division truncates toward zero
         stamps = np.where(ts_ms < 0, -(-ts_ms // 1000), ts_ms // 1000)
-    keys = list(map(str, stamps.tolist()))
+    keys = (key_cache or KeyCache()).keys(np.ascontiguousarray(stamps, dtype=np.int64))
     texts = _format_values(values, is_int, null_for_nan, int_mask, long_values)
     if not keys:
         return "[]" if arrays else "{}"
@@ -203,8 +232,8 @@ def query_echo(sub: SubQuery) -> dict[str, Any]:
         if sub.rate_options != RateOptions() else None,
         "tags": {f.tagk: f"{f.type}({f.filter})" for f in sub.filters if f.group_by},
         "useFuzzyFilter": True,
-        "preAggregate": False,
-        "rollupUsage": None,
+        "preAggregate": sub.pre_aggregate,
+        "rollupUsage": sub.rollup_usage,
         "rollupTable": "raw",
         "histogramQuery": bool(sub.percentiles),
         "showHistogramBuckets": False,
@@ -235,6 +264,7 @@ def serialize_results(query: Query, results: list[GroupResult], *,
     globals_json = annotations_json(global_annotations, query.start_ms, query.end_ms) \
         if show_globals else []
     output: list[dict[str, Any]] = []
+    key_cache = KeyCache()
     for result in results:
         sub = subs.get(result.query_index)
         series: dict[str, Any] = {"metric": result.metric, "tags": dict(result.tags),
@@ -253,7 +283,7 @@ def serialize_results(query: Query, results: list[GroupResult], *,
             result.ts_ms, result.values, result.is_int, start_ms=query.start_ms,
             end_ms=query.end_ms, ms_resolution=query.ms_resolution, arrays=query.arrays,
             null_for_nan=null_for_nan or result.json_null, int_mask=result.int_mask,
-            long_values=result.long_values))
+            long_values=result.long_values, key_cache=key_cache))
         if query.show_stats and stats is not None and result.query_index in stats:
             series["stats"] = dict(stats[result.query_index])
         output.append(series)

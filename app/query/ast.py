@@ -60,6 +60,9 @@ class SubQuery:
     filters: tuple[Filter, ...] = ()
     explicit_tags: bool = False
     percentiles: tuple[float, ...] = ()
+    # Rollups (2.4): ``ROLLUP_*`` name or None for the default; read the pre-aggregate table.
+    rollup_usage: str | None = None
+    pre_aggregate: bool = False
 
 
 @dataclass(frozen=True)

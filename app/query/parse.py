@@ -8,7 +8,9 @@ Grammar (OpenTSDB's ``QueryRpc#parseMTypeSubQuery``; the value is split on every
               | downsample                  ; starts with a digit: "1h-avg", "0all-sum", "1dc-max"
               | "percentiles[" p ["," p]... "]"
               | "explicit_tags"             ; m only
-              | "pre-agg" | "rollup_..." | "show-histogram-buckets"   ; accepted, no effect
+              | "pre-agg"                   ; read the pre-aggregate table (rollups enabled)
+              | "rollup_raw" | "rollup_nofallback" | "rollup_fallback" | "rollup_fallback_raw"
+              | "show-histogram-buckets"    ; accepted, no effect
     downsample= interval "-" function ["-" fill]
     interval  = <digits><unit> ["c"]        ; "c": calendar aligned
               | <anything containing "all"> ; one bucket over the whole query range
@@ -78,6 +80,18 @@ def parse_downsample(text: str, use_calendar: bool) -> Downsample:
     return Downsample(text=text, interval_ms=interval_ms, count=int(match.group(1)),
                       unit=match.group(2).lower(), function=function, fill=fill,
                       calendar=calendar)
+
+
+ROLLUP_USAGES = ("ROLLUP_RAW", "ROLLUP_NOFALLBACK", "ROLLUP_FALLBACK", "ROLLUP_FALLBACK_RAW")
+
+
+def parse_rollup_usage(text: str | None) -> str | None:
+    """``ROLLUP_USAGE.parse``: case-insensitive; an unknown name means the default
+    (``ROLLUP_NOFALLBACK``), as in OpenTSDB."""
+    if not text:
+        return None
+    name = text.upper()
+    return name if name in ROLLUP_USAGES else "ROLLUP_NOFALLBACK"
 
 
 def parse_rate_options(spec: str) -> RateOptions:
@@ -169,6 +183,10 @@ def _apply_modifiers(sub: SubQuery, modifiers: list[str], allow_explicit: bool) 
                 fields["rate_options"] = parse_rate_options(modifier)
         elif modifier[0].isdigit():
             fields["downsample"] = parse_downsample(modifier, use_calendar=False)
+        elif lowered == "pre-agg":
+            fields["pre_aggregate"] = True
+        elif lowered.startswith("rollup_"):
+            fields["rollup_usage"] = parse_rollup_usage(modifier)
         elif lowered.startswith("percentiles"):
             fields["percentiles"] = _parse_percentiles(modifier)
         elif allow_explicit and lowered.startswith("explicit_tags"):

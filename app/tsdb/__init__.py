@@ -15,6 +15,7 @@ from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
 from app.tsdb.compaction import CompactionQueue
+from app.tsdb.rollup_config import RollupConfig, load_rollup_config
 from app.tsdb.schema import ensure_tables
 from app.tsdb.uid import KINDS, UniqueId
 
@@ -42,6 +43,10 @@ class TSDB:
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
             self.compaction_queue = CompactionQueue(self.data_table, self.layout)
+        # OpenTSDB's rollup tables (None when tsd.rollups.enable is off): see app/tsdb/rollup*.
+        self.rollup_config: RollupConfig | None = None
+        if config["tsd.rollups.enable"]:
+            self.rollup_config = load_rollup_config(config["tsd.rollups.config"])
         self._store: Store | None = None
         self.created_tables: list[str] = []  # by the embedded store setting itself up
         self._pid = 0
@@ -62,6 +67,10 @@ class TSDB:
 
     def uid_table(self) -> Table:
         return self.store.table(self.uid_table_name)
+
+    def table(self, name: str) -> Table:
+        """Any table by name (rollup and pre-aggregate tables)."""
+        return self.store.table(name)
 
     @property
     def metrics(self) -> UniqueId:

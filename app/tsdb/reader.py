@@ -26,10 +26,11 @@ from app.errors import BadRequestError, NoSuchUniqueId, QueryLimitError
 from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.storage import codec
-from app.storage.base import Row, prefix_stop, scan_ranges
+from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
 from app.tsdb import TSDB
 from app.tsdb.annotations import query_note
+from app.tsdb.planner import planned_read
 from app.tsdb.tsuid import parse_tsuid
 
 log = logging.getLogger(__name__)
@@ -77,9 +78,22 @@ class SeriesReader:
         self.max_points = max_points
         self.stats = ReadStats()
 
+    # Seconds between two row base times (rollup tables may use longer rows).
+    row_span_s = MAX_TIMESPAN_S
+
     def read(self, sub: SubQuery, start_ms: int, end_ms: int) -> list[Series]:
         """Every series of ``sub`` with data in the scan range, in row-key order."""
+        planned = planned_read(self, sub, start_ms, end_ms)  # from rollups, when they answer
+        if planned is not None:
+            return planned
         first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
+        return self.read_rows(sub, first_s, last_s)
+
+    def table(self) -> Table:
+        return self.tsdb.data_table()
+
+    def read_rows(self, sub: SubQuery, first_s: int, last_s: int) -> list[Series]:
+        """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``."""
         filters = [build_filter(f) for f in sub.filters]
         if sub.tsuids:
             self._check_tsuids(sub.tsuids)
@@ -134,7 +148,7 @@ class SeriesReader:
         ranges = [key_range for salt in self.layout.salt_prefixes()
                   for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
-        yield from scan_ranges(self.tsdb.data_table(), ranges, columns=[b"t"])
+        yield from scan_ranges(self.table(), ranges, columns=[b"t"])
 
     def _ranges(self, salt: bytes, metric_uid: bytes, first_s: int, last_s: int,
                 narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
@@ -145,11 +159,11 @@ class SeriesReader:
         ``[hour, hour+tagk)`` and ``[hour+tagk+v, next(hour+tagk+v))`` for every literal v.
         """
         start, stop = self.layout.metric_scan_range(salt, metric_uid, first_s, last_s)
-        hours = (last_s - first_s) // MAX_TIMESPAN_S + 1
+        hours = (last_s - first_s) // self.row_span_s + 1
         if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS:
             return [(start, stop)]
         ranges: list[tuple[bytes, bytes | None]] = []
-        for base_s in range(first_s, last_s + 1, MAX_TIMESPAN_S):
+        for base_s in range(first_s, last_s + 1, self.row_span_s):
             hour = salt + metric_uid + base_s.to_bytes(4, "big")
             ranges.append((hour, hour + narrow.tagk_uid))
             for tagv_uid in sorted(narrow.literal_uids):
@@ -161,16 +175,16 @@ class SeriesReader:
                     first_s: int, last_s: int) -> Iterator[tuple[bytes, Row]]:
         """explicitTags with only literals: the row keys are known, so fetch, don't scan."""
         keys = [self.layout.row_key(metric_uid, base_s, tags)
-                for tags in tag_sets for base_s in range(first_s, last_s + 1, MAX_TIMESPAN_S)]
+                for tags in tag_sets for base_s in range(first_s, last_s + 1, self.row_span_s)]
         keys.sort()
-        yield from self.tsdb.data_table().rows(keys, columns=[b"t"])
+        yield from self.table().rows(keys, columns=[b"t"])
 
     def _tsuid_rows(self, tsuids: Sequence[str], first_s: int,
                     last_s: int) -> Iterable[_SeriesRows]:
-        table = self.tsdb.data_table()
+        table = self.table()
         keys = sorted(self.layout.row_key_from_tsuid(bytes.fromhex(tsuid), base_s)
                       for tsuid in tsuids
-                      for base_s in range(first_s, last_s + 1, MAX_TIMESPAN_S))
+                      for base_s in range(first_s, last_s + 1, self.row_span_s))
         return self._group(iter(table.rows(keys, columns=[b"t"])))
 
     def _group(self, rows: Iterator[tuple[bytes, Row]]) -> Iterable[_SeriesRows]:
@@ -298,7 +312,7 @@ class SeriesReader:
         decoded = codec.decode_row(base_time_s, data)
         if decoded.has_duplicates:
             # Rare: the same timestamp in two cells. Re-read with write times, newest wins.
-            times = self.tsdb.data_table().row_write_times(key)
+            times = self.table().row_write_times(key)
             write_ts = {column[2:]: ts for column, ts in times.items()}
             decoded = codec.decode_row(base_time_s, data, write_ts)
         return decoded

@@ -16,13 +16,21 @@ FAMILY_OPTIONS = {"max_versions": 1, **UID_FAMILY_OPTIONS}
 
 
 def table_families(config: Config) -> dict[str, dict[str, dict[str, object]]]:
-    """Table name -> family -> options, with names from the configuration."""
+    """Table name -> family -> options, with names from the configuration; the rollup and
+    pre-aggregate tables too when rollups are enabled (2.4's ``ensureTablesExist``)."""
+    rollup_tables: dict[str, dict[str, dict[str, object]]] = {}
+    if config["tsd.rollups.enable"]:
+        from app.tsdb.rollup_config import load_rollup_config
+
+        rollups = load_rollup_config(config["tsd.rollups.config"])
+        rollup_tables = {name: {"t": dict(FAMILY_OPTIONS)} for name in rollups.tables()}
     return {
         config["tsd.storage.hbase.uid_table"]: {"id": dict(UID_FAMILY_OPTIONS),
                                                "name": dict(UID_FAMILY_OPTIONS)},
         config["tsd.storage.hbase.data_table"]: {"t": dict(FAMILY_OPTIONS)},
         config["tsd.storage.hbase.tree_table"]: {"t": dict(FAMILY_OPTIONS)},
         config["tsd.storage.hbase.meta_table"]: {"name": dict(FAMILY_OPTIONS)},
+        **rollup_tables,
     }
 
 

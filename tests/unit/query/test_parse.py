@@ -54,7 +54,17 @@ def test_group_by_duplicate_of_filter_sets_group_by() -> None:
 
 
 def test_unknown_modifiers_are_ignored() -> None:
-    assert parse_m("sum:pre-agg:rollup_1h:foo:sys.cpu.0", 0) == SubQuery("sum", metric="sys.cpu.0")
+    assert parse_m("sum:foo:show-histogram-buckets:sys.cpu.0", 0) == \
+        SubQuery("sum", metric="sys.cpu.0")
+
+
+def test_rollup_modifiers() -> None:
+    # QueryRpc#parseMTypeSubQuery: pre-agg sets preAggregate, rollup_* is ROLLUP_USAGE.parse'd
+    # (an unknown name is the default, ROLLUP_NOFALLBACK).
+    assert parse_m("sum:pre-agg:rollup_1h:sys.cpu.0", 0) == SubQuery(
+        "sum", metric="sys.cpu.0", pre_aggregate=True, rollup_usage="ROLLUP_NOFALLBACK")
+    assert parse_m("sum:Rollup_Fallback_Raw:1h-avg:m", 0).rollup_usage == "ROLLUP_FALLBACK_RAW"
+    assert parse_m("sum:rollup_raw:m", 0).rollup_usage == "ROLLUP_RAW"
 
 
 def test_percentiles() -> None:

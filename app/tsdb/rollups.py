@@ -1,0 +1,318 @@
+"""Writing OpenTSDB 2.4's rollup tables: points given by clients, and rollups pytsd computes.
+
+``POST /api/rollup`` takes points already aggregated elsewhere (2.4's ``RollupDataPointRpc``
+and ``TSDB#addAggregatePoint``). Beyond 2.4, which leaves filling the tables to an external
+job, :func:`compute_rollups` rolls raw points up itself, one closed span at a time, into
+single cells laid out exactly as 2.4 writes them, so OpenTSDB reads them too.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from app.engine.aggregators import AGGREGATORS
+from app.engine.model import Series
+from app.errors import BadRequestError, TsdbError
+from app.query.ast import SubQuery
+from app.storage import codec_rollup
+from app.tsdb import TSDB
+from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
+from app.tsdb.writer import DataPoint, PointWriter, parse_point
+
+log = logging.getLogger(__name__)
+
+# The aggregates pytsd computes (each only when the config maps it to an ID).
+COMPUTED = ("sum", "count", "min", "max")
+DERIVED = ("AVG", "DEV")
+DAY_S = 86400
+EXACT_DOUBLE_LIMIT = 2.0**53
+
+
+@dataclass(frozen=True)
+class AggregatePoint:
+    """One ``/api/rollup`` point: a rollup (``interval`` + ``aggregator``) and/or a
+    pre-aggregate (``groupByAggregator``)."""
+
+    point: DataPoint
+    interval: str | None
+    aggregator: str | None
+    group_by_aggregator: str | None
+
+
+def parse_aggregate_point(raw: Any) -> AggregatePoint:
+    point = parse_point(raw)
+    fields = {name: raw.get(name) or None
+              for name in ("interval", "aggregator", "groupByAggregator")}
+    for name, value in fields.items():
+        if value is not None and not isinstance(value, str):
+            raise BadRequestError(f"Invalid {name}: {value!r}")
+    return AggregatePoint(point, fields["interval"], fields["aggregator"],
+                          fields["groupByAggregator"])
+
+
+class RollupWriter:
+    """``TSDB#addAggregatePoint``: validation, the ``_aggregate`` tag, the table, the cell."""
+
+    def __init__(self, tsdb: TSDB) -> None:
+        if tsdb.rollup_config is None:
+            raise BadRequestError("No rollup or aggregations were configured")
+        self.tsdb = tsdb
+        self.rollups: RollupConfig = tsdb.rollup_config
+        self.points = PointWriter(tsdb)
+        self.agg_tag_key: str = tsdb.config["tsd.rollups.agg_tag_key"]
+        self.raw_tag_value: str = tsdb.config["tsd.rollups.raw_agg_tag_value"]
+
+    def write(self, points: Sequence[AggregatePoint]) -> list[str | None]:
+        """Write the valid points; one error message (or None) per point."""
+        errors: list[str | None] = []
+        by_table: dict[str, dict[bytes, dict[bytes, bytes]]] = {}
+        for point in points:
+            try:
+                table, row, qualifier, value = self.cell(point)
+            except RollupConfigError as exc:
+                errors.append(exc.message)
+                continue
+            except ValueError as exc:  # a timestamp the interval's row cannot hold
+                errors.append(str(exc))
+                continue
+            except TsdbError as exc:
+                if exc.code >= 500:
+                    raise
+                errors.append(exc.message)
+                continue
+            by_table.setdefault(table, {}).setdefault(row, {})[b"t:" + qualifier] = value
+            errors.append(None)
+        for name, rows in by_table.items():
+            self.tsdb.table(name).put_many(sorted(rows.items()))
+        return errors
+
+    def cell(self, agg: AggregatePoint) -> tuple[str, bytes, bytes, bytes]:
+        """``(table, row key, qualifier, value)`` of one aggregate point."""
+        point, group_by = agg.point, agg.group_by_aggregator
+        if point.timestamp & 0xFFFFFFFF00000000:
+            raise BadRequestError(f"bad timestamp={point.timestamp} when trying to add "
+                                  f"value={point.value} to metric={point.metric}")
+        tags = dict(point.tags)
+        self._tag_aggregate(tags, group_by)
+        self._check_aggregators(agg)
+        if agg.interval:
+            interval = self.rollups.by_interval(agg.interval)
+            assert agg.aggregator is not None
+            table = interval.pre_aggregation_table if group_by else interval.table
+            base_s = codec_rollup.rollup_base_time(point.timestamp, interval.units,
+                                                   interval.unit_multiplier)
+            qualifier, value = codec_rollup.rollup_cell(
+                point.timestamp, base_s, point.value, self.rollups.id_for(agg.aggregator),
+                interval.interval_s, interval.intervals)
+        else:
+            if not group_by:
+                raise BadRequestError("Interval cannot be null for a non-group by point")
+            table = self.rollups.default_interval.pre_aggregation_table
+            base_s, qualifier, value = _raw_cell(point)
+        template = self.points.row_template(point.metric, tags)
+        return table, self.points.row_for(template, base_s), qualifier, value
+
+    def _tag_aggregate(self, tags: dict[str, str], group_by: str | None) -> None:
+        given = tags.get(self.agg_tag_key)
+        if given is None:
+            if group_by:
+                tags[self.agg_tag_key] = group_by.upper()
+            elif self.tsdb.config["tsd.rollups.tag_raw"]:
+                tags[self.agg_tag_key] = self.raw_tag_value
+            return
+        if group_by is None or given.lower() != group_by.lower():
+            raise BadRequestError(f"Given tag value for {self.agg_tag_key} of {given} did "
+                                  f"not match the group by aggregator of {group_by}")
+        tags[self.agg_tag_key] = group_by.upper()
+
+    def _check_aggregators(self, agg: AggregatePoint) -> None:
+        block = self.tsdb.config["tsd.rollups.block_derived"]
+        if agg.group_by_aggregator:
+            if agg.group_by_aggregator.lower() not in AGGREGATORS:
+                raise BadRequestError(
+                    f"Invalid group by aggregator {agg.group_by_aggregator}")
+            if block and agg.group_by_aggregator.upper() in DERIVED:
+                raise BadRequestError("Derived group by aggregations are not allowed "
+                                      f"{agg.group_by_aggregator}")
+        if agg.interval:
+            if not agg.aggregator:
+                raise BadRequestError("Missing the rollup aggregator")
+            if block and agg.aggregator.upper() in DERIVED:
+                raise BadRequestError(f"Derived rollup aggregations are not allowed "
+                                      f"{agg.aggregator.upper()}")
+
+
+def _raw_cell(point: DataPoint) -> tuple[int, bytes, bytes]:
+    from app.storage import codec
+
+    return codec.point_cell(point.timestamp, point.value)
+
+
+# --- computing rollups from raw data ------------------------------------------------------
+
+
+@dataclass
+class RollupStats:
+    series: int = 0
+    points_read: int = 0
+    cells_written: int = 0
+    spans: list[str] = field(default_factory=list)
+
+
+def bucket_starts(ts_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
+    """Start (s) of each point's interval, counted from its row's base time as 2.4 does."""
+    base = row_base_times(ts_s, interval)
+    return np.asarray(base + (ts_s - base) // interval.interval_s * interval.interval_s)
+
+
+def aggregate_series(ts_ms: np.ndarray, values: np.ndarray, is_int: np.ndarray,
+                     interval: RollupInterval) -> dict[str, tuple[np.ndarray, np.ndarray,
+                                                                  np.ndarray]]:
+    """Per interval of one series: ``{agg: (start_s, value, is_int)}`` for sum/count/min/max.
+
+    A sum, min or max is an integer when every point of its interval is and it is exact in
+    a double (below 2**53: beyond, float64 sums have rounded it); a count always is.
+    """
+    starts_s = bucket_starts(ts_ms // 1000, interval)
+    cuts = np.flatnonzero(np.diff(starts_s)) + 1
+    first = np.concatenate(([0], cuts))
+    counts = np.diff(np.concatenate((first, [starts_s.size])))
+    all_int = np.logical_and.reduceat(is_int, first)
+    stamp = starts_s[first]
+    out = {"sum": np.add.reduceat(values, first), "min": np.minimum.reduceat(values, first),
+           "max": np.maximum.reduceat(values, first)}
+    result = {name: (stamp, agg, all_int & (np.abs(agg) < EXACT_DOUBLE_LIMIT))
+              for name, agg in out.items()}
+    result["count"] = (stamp, counts.astype(np.float64), np.ones(first.size, bool))
+    return result
+
+
+def rollup_cells(series: Series, interval: RollupInterval, ids: Mapping[str, int],
+                 layout_time_start: int) -> dict[bytes, dict[bytes, bytes]]:
+    """Row key -> ``{column: value}`` of one series' rollups over its points."""
+    rows: dict[bytes, dict[bytes, bytes]] = {}
+    if series.ts_ms.size == 0:
+        return rows
+    head, tail = series.row_order[:layout_time_start], series.row_order[layout_time_start:]
+    for name, (stamps, values, ints) in aggregate_series(
+            series.ts_ms, series.values, series.is_int, interval).items():
+        agg_id = ids.get(name)
+        if agg_id is None:
+            continue
+        bases = row_base_times(stamps, interval)
+        qualifiers, raws = codec_rollup.encode_rollup_cells(
+            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals)
+        keys = {base: head + base.to_bytes(4, "big") + tail for base in set(bases.tolist())}
+        for base, qualifier, raw in zip(bases.tolist(), qualifiers, raws):
+            rows.setdefault(keys[base], {})[b"t:" + qualifier] = raw
+    return rows
+
+
+def row_base_times(stamps_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
+    """``RollupUtils.getRollupBasetime`` of many timestamps (seconds)."""
+    if interval.units in ("h", "d"):
+        span_s = 3600 * interval.unit_multiplier if interval.units == "h" else DAY_S
+        return np.asarray(stamps_s - stamps_s % span_s)
+    unit = "M" if interval.units == "n" else "Y"
+    return np.asarray(stamps_s.astype("datetime64[s]").astype(f"datetime64[{unit}]")
+                      .astype("datetime64[s]").astype(np.int64))
+
+
+def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
+                    metrics: Iterable[str] | None = None, *,
+                    widen_start: bool = False) -> RollupStats:
+    """Roll up every raw point in ``[start_s, end_s)`` into each rollup table.
+
+    Only whole intervals inside the range are written (so a range of whole days fills a
+    1-day interval); with ``widen_start`` each interval starts at the interval holding
+    ``start_s`` instead (the background pass: a day is rolled up once it is over, from its
+    first hour). Running again over the same range rewrites the same cells.
+    """
+    from app.tsdb.reader import SeriesReader
+
+    rollups = tsdb.rollup_config
+    if rollups is None:
+        raise RollupConfigError("Rollups are not enabled (tsd.rollups.enable)")
+    names = list(metrics) if metrics is not None else [name for name, _ in
+                                                       tsdb.metrics.grep(lambda _: True)]
+    stats = RollupStats()
+    time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
+    for interval in rollups.rollups():
+        first = (start_s if not widen_start else start_s - start_s % interval.interval_s)
+        first = -(-first // interval.interval_s) * interval.interval_s
+        last = end_s - end_s % interval.interval_s
+        if last <= first:
+            continue
+        stats.spans.append(f"{interval.interval}: {first}..{last}")
+        table = tsdb.table(interval.table)
+        # Whole intervals per pass, about a day of raw points (bounds memory).
+        chunk_s = max(1, DAY_S // interval.interval_s) * interval.interval_s
+        for metric in names:
+            for chunk_start in range(first, last, chunk_s):
+                chunk_end = min(chunk_start + chunk_s, last)
+                reader = SeriesReader(tsdb)
+                sub = SubQuery(aggregator="none", metric=metric)
+                for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
+                    keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms
+                                                                   < chunk_end * 1000)
+                    series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
+                    series.is_int = series.is_int[keep]
+                    rows = rollup_cells(series, interval, rollups.aggregation_ids,
+                                        time_start)
+                    table.put_many(sorted(rows.items()))
+                    stats.series += 1
+                    stats.points_read += int(series.ts_ms.size)
+                    stats.cells_written += sum(len(cells) for cells in rows.values())
+    return stats
+
+
+class RollupPass:
+    """Rolls up hours as they close, like the compaction queue (pytsd; 2.4 needs a job).
+
+    Each pass rolls up ``[done_until, horizon)`` (the horizon the planner reads rollups
+    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric. The first pass
+    starts at the hour before the horizon; hours that closed while no server ran are for
+    ``pytsd rollup``. The cells are deterministic, so two processes rolling up the same hour
+    write the same bytes.
+    """
+
+    def __init__(self, tsdb: TSDB) -> None:
+        self.tsdb = tsdb
+        self.done_until_s: int | None = None
+
+    def run_once(self, now_s: float | None = None) -> RollupStats:
+        from app.tsdb.planner import rollup_horizon_ms
+
+        lag_s = self.tsdb.config["tsd.rollups.compute.lag_s"]
+        horizon_s = rollup_horizon_ms(lag_s, now_s) // 1000
+        start_s = horizon_s - 3600 if self.done_until_s is None else self.done_until_s
+        if start_s >= horizon_s:
+            return RollupStats()
+        stats = compute_rollups(self.tsdb, start_s, horizon_s, widen_start=True)
+        self.done_until_s = horizon_s
+        return stats
+
+
+def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threading.Thread:
+    """A daemon thread running ``rollup_pass`` every ``interval_s`` seconds; errors logged."""
+    def loop() -> None:
+        while True:
+            try:
+                stats = rollup_pass.run_once()
+                if stats.cells_written:
+                    log.info("rolled up %d points into %d cells", stats.points_read,
+                             stats.cells_written)
+            except Exception:  # a failed pass must not kill the thread; the next one retries
+                log.exception("background rollup failed")
+            time.sleep(interval_s)
+
+    thread = threading.Thread(target=loop, name="pytsd-rollups", daemon=True)
+    thread.start()
+    return thread
