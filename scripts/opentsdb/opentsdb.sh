@@ -20,7 +20,9 @@
 #   OPENTSDB_SETTINGS      extra "key=value" config lines (salting, appends, compaction ...)
 #   OPENTSDB_START_TIMEOUT seconds to wait for the round trip           (default 120)
 #   OPENTSDB_DIR           cache + run dir                              (default <repo>/.opentsdb)
-#   PYTSD                  pytsd command creating the tables            (default <repo>/.venv/bin/pytsd or pytsd)
+#   OPENTSDB_FRESH=1       drop the instance's tables before start (empty tables, fresh UIDs)
+#   PYTSD                  pytsd command creating the tables    (default <repo>/.venv/bin/pytsd or pytsd)
+#   PYTHON                 interpreter with pytsd, for OPENTSDB_FRESH (default <repo>/.venv/bin/python)
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -40,6 +42,9 @@ STOP_TIMEOUT_S=30
 JAVA=${JAVA:-java}
 if [[ -z ${PYTSD:-} ]]; then
     if [[ -x $ROOT/.venv/bin/pytsd ]]; then PYTSD=$ROOT/.venv/bin/pytsd; else PYTSD=pytsd; fi
+fi
+if [[ -z ${PYTHON:-} ]]; then
+    if [[ -x $ROOT/.venv/bin/python ]]; then PYTHON=$ROOT/.venv/bin/python; else PYTHON=python3; fi
 fi
 
 die() { echo "opentsdb: $*" >&2; exit 1; }
@@ -137,6 +142,17 @@ create_tables() {
         || { cat "$RUN/create-tables.log" >&2; die "could not create the tables ${PREFIX}*"; }
 }
 
+drop_tables() {
+    (cd "$ROOT" && "$PYTHON" - "$THRIFT" "$PREFIX") <<'PY' || die "could not drop the tables ${PREFIX}*"
+import sys
+from app.storage.hbase import HBaseStore
+host, port = sys.argv[1].rsplit(":", 1)
+store = HBaseStore(host, int(port), sys.argv[2])
+print(f"opentsdb: dropped {', '.join(store.drop_tables()) or 'no tables'} ({sys.argv[2]}*)")
+store.close()
+PY
+}
+
 # A real round trip: the query makes the TSD look its metric up in the UID table, so only a
 # TSD connected to HBase answers it (with 400 "No such name").
 round_trip() {
@@ -173,6 +189,7 @@ cmd_start() {
     fetch_jars
     port_busy "$PORT" && die "port $PORT on $BIND_HOST is already in use"
     write_conf
+    [[ ${OPENTSDB_FRESH:-0} == 1 ]] && drop_tables
     create_tables
     local started; started=$(now_s)
     local -a opts; mapfile -t opts < <(jvm_opts)
