@@ -15,6 +15,7 @@ from tests.differential.queries import Case
 
 Predicate = Callable[[Case, list[str]], bool]
 PENDING = "pending (issue 12/13 put fixes)"
+FLAKY = "differed once, agreed when asked again"
 
 
 @dataclass(frozen=True)
@@ -182,6 +183,8 @@ DEPARTURES: list[Departure] = [
               lambda case, lines: _series_set(lines) and any(
                   f["type"] == "not_literal_or" and f["groupBy"] for f in _filters(case)),
               sides="any"),
+    Departure("opentsdb-varies", "docs/differences.md:39", "answers a request differently",
+              lambda case, lines: lines[0].startswith(FLAKY), sides="any"),
     Departure("opentsdb-huge-back-scan", "docs/differences.md:38",
               "with a huge `back_scan`", _huge_back_scan, sides="any"),
 ]

@@ -26,7 +26,13 @@ from tests.conftest import app_over, make_tsdb
 from tests.differential.cells import data_points, differences, same_float, uid_cells
 from tests.differential.compare import compare
 from tests.differential.data import DataSet, build
-from tests.differential.departures import DEPARTURES, FLOAT_WIDTH, PENDING, Departure
+from tests.differential.departures import (
+    DEPARTURES,
+    FLAKY,
+    FLOAT_WIDTH,
+    PENDING,
+    Departure,
+)
 from tests.differential.oracle import OpenTSDB, opentsdb_settings
 from tests.differential.queries import Case, QueryGenerator, malformed
 
@@ -210,7 +216,10 @@ def test_differential(layout: Layout) -> None:
                 spent[who] += seconds
             ref = answers.pop("reference")
             for who, answer in answers.items():
-                tallies[who].record(case, who, compare(ref, answer))
+                lines = compare(ref, answer)
+                if lines and who == "opentsdb/pytsd-written" and _flaky(layout, case, ref):
+                    lines = [f"{FLAKY}: {line}" for line in lines]
+                tallies[who].record(case, who, lines)
     elapsed = time.monotonic() - started
     print(f"{layout.name}: answering took " + ", ".join(f"{k} {v:.1f} s" for k, v in spent.items()))
     failures, claimed = [], []
@@ -225,6 +234,15 @@ def test_differential(layout: Layout) -> None:
     (ARTIFACTS / f"differential-{layout.name}.txt").write_text("\n".join(failures) + "\n")
     (ARTIFACTS / f"differential-{layout.name}-declared.txt").write_text("\n".join(claimed) + "\n")
     assert not failures, f"{len(failures)} undeclared differences:\n" + "\n".join(failures[:40])
+
+
+def _flaky(layout: Layout, case: Case, ref: tuple[int, str]) -> bool:
+    """OpenTSDB read the same request differently: a second asking of the reader agrees.
+
+    Only for OpenTSDB against OpenTSDB (both answers are the same code over the same data);
+    a difference in pytsd's answers is never retried."""
+    again = layout.reader.request(case.method, case.path, case.body)
+    return not compare(ref, again)
 
 
 def _timed(call: Any, *args: Any) -> tuple[Any, float]:
