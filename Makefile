@@ -17,6 +17,7 @@ INSTALLED_TEST := $(VENV)/.installed-test
 # can simply be appended to a recipe.
 .DELETE_ON_ERROR:
 HBASE := scripts/hbase/hbase.sh
+OPENTSDB := scripts/opentsdb/opentsdb.sh
 HBASE_THRIFT_PORT ?= 9090
 PORT ?= 4242
 DEMO_HOURS ?= 24
@@ -25,7 +26,8 @@ export TSD_STORAGE ?= sqlite:///$(CURDIR)/data/pytsd.db
 
 .DEFAULT_GOAL := help
 .PHONY: help install install-test run serve demo test test-fast lint fmt typecheck check bench \
-        hbase-up hbase-down hbase-status up down ci clean lock
+        hbase-up hbase-down hbase-status up down ci clean lock oracle-up oracle-down \
+        oracle-status test-differential
 
 help:  ## List the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-14s %s\n", $$1, $$2}'
@@ -92,6 +94,18 @@ hbase-down:  ## Stop that HBase
 
 hbase-status:  ## Is that HBase running?
 	$(HBASE) status
+
+oracle-up:  ## Start the reference OpenTSDB 2.4.1 on that HBase (jars from Maven Central, cached)
+	$(OPENTSDB) start
+
+oracle-down:  ## Stop that OpenTSDB
+	$(OPENTSDB) stop
+
+oracle-status:  ## Is that OpenTSDB running?
+	$(OPENTSDB) status
+
+test-differential:  ## The differential suite: pytsd against OpenTSDB 2.4.1 (needs HBase)
+	$(PYTHON) -m pytest -q -p no:cacheprovider tests/differential
 
 up:  ## docker compose up: HBase, pytsd with demo data, provisioned Grafana
 	docker compose up -d --build

@@ -23,7 +23,7 @@ from app.tsdb import TSDB
 from app.tsdb.schema import create_tables
 
 ROOT = Path(__file__).resolve().parent
-TIERS = ("unit", "functional", "integration", "e2e")
+TIERS = ("unit", "functional", "integration", "e2e", "differential")
 BACKENDS = ("sqlite", "hbase")
 
 

@@ -172,13 +172,13 @@ def _flatten(messages: Any, prefix: str = "") -> list[str]:
 
 
 def _rate_options(raw: Mapping[str, Any] | None) -> RateOptions:
-    if not raw:
+    if raw is None:
         return RateOptions()
     counter_max, reset_value = raw.get("counterMax"), raw.get("resetValue")
     return RateOptions(counter=bool(raw.get("counter")),
                        counter_max=LONG_MAX if counter_max is None else counter_max,
                        reset_value=0 if reset_value is None else reset_value,
-                       drop_resets=bool(raw.get("dropResets")))
+                       drop_resets=bool(raw.get("dropResets")), given=True)
 
 
 def _filters(raw: Mapping[str, Any]) -> tuple[Filter, ...]:

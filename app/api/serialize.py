@@ -39,7 +39,8 @@ from app.engine.model import BoolArray, Float64Array, GroupResult, Int64Array
 from app.query.ast import Query, RateOptions, SubQuery
 
 _SECOND_MASK = 0xFFFFFFFF00000000
-_ANNOTATION_KEYS = ("tsuid", "description", "notes", "custom", "endTime", "startTime")
+# OpenTSDB 2.4.1 prints startTime before endTime (checked against it by tests/differential)
+_ANNOTATION_KEYS = ("tsuid", "description", "notes", "custom", "startTime", "endTime")
 
 
 class RawJson:
@@ -229,7 +230,7 @@ def query_echo(sub: SubQuery) -> dict[str, Any]:
         "percentiles": list(sub.percentiles) or None,
         "index": sub.index,
         "rateOptions": _rate_options_json(sub.rate_options)
-        if sub.rate_options != RateOptions() else None,
+        if sub.rate_options.given or sub.rate_options != RateOptions() else None,
         "tags": {f.tagk: f"{f.type}({f.filter})" for f in sub.filters if f.group_by},
         "useFuzzyFilter": True,
         "preAggregate": sub.pre_aggregate,

@@ -121,7 +121,10 @@ def _fill_grid(spec: Downsample, window: Window) -> Int64Array:
     if end == first:
         end = calendar.add_interval(end, spec.count, spec.unit, tz)
     grid = calendar.boundaries(first, end, spec.count, spec.unit, tz)
-    return grid[grid < end]
+    # AggregationIterator skips points before the scan start: a zone whose buckets are not
+    # hour-aligned in UTC (Asia/Kolkata) starts the grid before it. It matters with a rate,
+    # whose first point (the one consumed) must be the first bucket at or after the scan start.
+    return grid[(grid >= window.scan_start_ms) & (grid < end)]
 
 
 def _doubles(ts: Int64Array, values: Float64Array, offsets: Int64Array) -> FlatSeries:

@@ -27,6 +27,7 @@ from app.engine.flat import FlatSeries, concat, count_inside, flatten
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
+from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
 
 HOUR_S = 3600
@@ -144,6 +145,9 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window) -
     return concat(pieces)
 
 
+# Java arithmetic: overflow to Infinity (answered with a 400 when printed) and Infinity * 0 = NaN
+# are silent
+@np.errstate(over="ignore", invalid="ignore")
 def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms: int,
                  end_ms: int, *, timezone: str = "UTC") -> list[GroupResult]:
     """Downsample, rate and aggregate ``series`` (already filtered) into the response groups.
@@ -222,6 +226,11 @@ def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged, s
     inside = slice(lo, hi)
     tags, aggregate_tags = compute_tags(members)
     int_mask = merged.int_mask[inside]
+    if np.isinf(merged.values[inside][~int_mask]).any():
+        # AggregationIterator#doubleValue refuses it, for the points the serializer prints
+        raise BadRequestError(f"Got Infinity: aggregating with {sub.aggregator} overflowed a "
+                              "double", "The values are too large for this aggregator or "
+                              "downsampler")
     return GroupResult(
         metric=metric,
         tags=tags,

@@ -32,7 +32,6 @@ from app.engine.aggregators import (
 )
 from app.engine.flat import FlatSeries, ranges_to_index
 from app.engine.model import BoolArray, Float64Array, Int64Array
-from app.errors import TsdbError
 
 CELLS_PER_BLOCK = 1 << 19
 
@@ -100,8 +99,6 @@ def merge_each(flat: FlatSeries, agg: Aggregator, *, rate: bool,
     exact = np.zeros(len(doubles), dtype=np.int64)
     if ints.any():
         exact = np.where(ints, agg.run_long(flat.longs[None, :], None), 0)
-    if np.isinf(doubles[emit & ~ints]).any():
-        raise TsdbError(f"Got Infinity: aggregating with {agg.name} overflowed a double")
     values = np.where(ints, exact.astype(np.float64), doubles)
     kept_before = np.concatenate(([0], np.cumsum(emit))).astype(np.int64)
     merged = Merged(flat.ts_ms[emit], values[emit], ints[emit], exact[emit])
@@ -118,8 +115,6 @@ def _reduce(union: Int64Array, blocks: list[_Block], agg: Aggregator, rate: bool
             exact = agg.run_long(block.longs, present)
         else:
             exact = np.zeros(len(doubles), dtype=np.int64)
-        if np.isinf(doubles[~ints]).any():
-            raise TsdbError(f"Got Infinity: aggregating with {agg.name} overflowed a double")
         values.append(np.where(ints, exact.astype(np.float64), doubles))
         int_mask.append(ints)
         longs.append(np.where(ints, exact, 0))

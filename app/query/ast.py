@@ -44,6 +44,8 @@ class RateOptions:
     counter_max: int = LONG_MAX
     reset_value: int = 0
     drop_resets: bool = False
+    # Given in the request (even with default values): OpenTSDB's showQuery echo prints it then.
+    given: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

@@ -108,7 +108,8 @@ def parse_rate_options(spec: str) -> RateOptions:
     counter_max = _rate_number(parts, 1, LONG_MAX, "Max value of counter")
     reset_value = _rate_number(parts, 2, 0, "Reset value of counter")
     return RateOptions(counter=parts[0].endswith("counter"), counter_max=counter_max,
-                       reset_value=reset_value, drop_resets=parts[0] == "dropcounter")
+                       reset_value=reset_value, drop_resets=parts[0] == "dropcounter",
+                       given=True)
 
 
 def _rate_number(parts: list[str], position: int, default: int, what: str) -> int:

@@ -64,16 +64,16 @@ class Note:
                                 "notes": self.notes}
         if self.custom is not None:
             body["custom"] = {key: self.custom[key] for key in java_hashmap_order(self.custom)}
-        body["endTime"] = self.end_time
         body["startTime"] = self.start_time
+        body["endTime"] = self.end_time
         return body
 
     def query_json(self) -> dict[str, Any]:
         """The note inside ``/api/query`` results: times always in seconds, because Grafana
         computes ``startTime * 1000`` (OpenTSDB prints a millisecond note 1000 times too late)."""
         body = self.api_json()
-        body["endTime"] = to_s(self.end_time)
         body["startTime"] = to_s(self.start_time)
+        body["endTime"] = to_s(self.end_time)
         return body
 
     def listing_json(self) -> dict[str, Any]:

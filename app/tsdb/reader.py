@@ -110,7 +110,9 @@ class SeriesReader:
         """Whole UIDs, one metric (``TsdbQuery#setTimeSeries``; OpenTSDB answers 500)."""
         metric_hex = 2 * self.layout.metric_width
         for tsuid in tsuids:
-            parse_tsuid(self.layout, tsuid)
+            if len(parse_tsuid(self.layout, tsuid)) == self.layout.metric_width:
+                # OpenTSDB parses the missing tag pairs as an empty UID (a 400)
+                raise BadRequestError("UID was empty", "A TSUID needs at least one tag pair")
             if tsuid[:metric_hex].upper() != tsuids[0][:metric_hex].upper():
                 raise BadRequestError("One or more TSUIDs did not share the same metric "
                                       f"[{tsuids[0][:metric_hex]}] [{tsuid[:metric_hex]}]")

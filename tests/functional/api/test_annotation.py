@@ -75,10 +75,10 @@ def assert_error(response: TestResponse, status: int, message: str) -> None:
 def test_get(client: FlaskClient, seeded: TSDB) -> None:  # TestAnnotationRpc#get
     response = client.get(f"/api/annotation?tsuid={TSUID}&start_time=1388450562")
     assert response.status_code == 200
-    # Jackson's order for Annotation (spec §2.9): tsuid, description, notes, custom, end, start.
+    # Jackson's order for Annotation as OpenTSDB 2.4.1 prints it (the spec said end, start).
     assert text(response) == (
         '{"tsuid":"000001000001000001","description":"Hello!","notes":"My Notes",'
-        '"custom":{"owner":"ops"},"endTime":1419984000,"startTime":1388450562}')
+        '"custom":{"owner":"ops"},"startTime":1388450562,"endTime":1419984000}')
 
 
 def test_get_global(client: FlaskClient, seeded: TSDB) -> None:  # #getGlobal
@@ -223,7 +223,7 @@ def test_put_with_verb_and_custom(client: FlaskClient, seeded: TSDB) -> None:
     # "h".hashCode() = 104 -> bucket 0, so OpenTSDB iterates (and stores) h before a.
     assert text(response) == (
         '{"tsuid":"000001000001000001","description":"D","notes":"N","custom":{"h":"2",'
-        '"a":"1"},"endTime":1388450600,"startTime":1388450563}')
+        '"a":"1"},"startTime":1388450563,"endTime":1388450600}')
     assert seeded.data_table().row(TSUID_ROW)[b"t:\x01\x0a\x03"] == (
         b'{"tsuid":"000001000001000001","startTime":1388450563,"endTime":1388450600,'
         b'"description":"D","notes":"N","custom":{"h":"2","a":"1"}}')

@@ -55,7 +55,7 @@ def test_series_notes_only_within_the_range(loaded: FlaskClient) -> None:
         ("series next hour", HOUR + 3700)]
     assert "globalAnnotations" not in result[0]
     # Every field Grafana (and OpenTSDB's Jackson order) expects, in that order.
-    assert list(notes[0]) == ["tsuid", "description", "notes", "endTime", "startTime"]
+    assert list(notes[0]) == ["tsuid", "description", "notes", "startTime", "endTime"]
 
 
 def test_global_notes_when_asked(loaded: FlaskClient) -> None:

@@ -106,7 +106,7 @@ def test_full_series_text() -> None:  # case E.44 shape, with show_tsuids
         '[{"metric":"sys.cpu.user","tags":{"host":"web01"},"aggregateTags":[],'
         '"tsuids":["000001000001000001","000001000001000002"],'
         '"annotations":[{"tsuid":"000001000001000001","description":"Hello DiscWorld!",'
-        '"notes":"Millenium hand and shrimp","endTime":0,"startTime":1356998490}],'
+        '"notes":"Millenium hand and shrimp","startTime":1356998490,"endTime":0}],'
         '"dps":{"1356998430":1,"1356998460":2}}]')
 
 
