@@ -1,8 +1,8 @@
 """Every difference from OpenTSDB 2.4.1 the differential suite accepts, in one list.
 
 A difference between an answer and OpenTSDB's is accepted only when a departure below claims it:
-pytsd's documented departures (each pointing at its line in the docs) and OpenTSDB's own bugs
-(where pytsd stays right). Anything else fails the suite.
+pytsd's documented departures (each pointing at its line in the docs, by that line's text) and
+OpenTSDB's own bugs (where pytsd stays right). Anything else fails the suite.
 """
 
 from __future__ import annotations
@@ -14,15 +14,14 @@ from typing import Any
 from tests.differential.queries import Case
 
 Predicate = Callable[[Case, list[str]], bool]
-PENDING = "pending (issue 12/13 put fixes)"
 FLAKY = "differed once, agreed when asked again"
 
 
 @dataclass(frozen=True)
 class Departure:
     name: str
-    doc: str     # "path:line" of the sentence that documents it
-    anchor: str  # text that line must contain (checked by a test, so the pointer stays true)
+    doc: str     # the doc that documents it (path from the repository root)
+    anchor: str  # text of the line that says so (a test checks the doc still has it)
     applies: Predicate
     # "pytsd": claims differences in pytsd's answers only; "any": OpenTSDB's own answers vary
     # too (its bugs), so an OpenTSDB reader may differ from the OpenTSDB writer as well.
@@ -123,69 +122,64 @@ def _back_scan_zero(case: Case, lines: list[str]) -> bool:
 
 DEPARTURES: list[Departure] = [
     # ---- pytsd's documented departures
-    Departure("several-filters-on-one-key", "docs/query-differences.md:12",
+    Departure("several-filters-on-one-key", "docs/query-differences.md",
               "Several filters on one tag key",
               lambda case, lines: _subs_with(case, _several_filters_on_one_key)),
-    Departure("iwildcard-ignores-value-case", "docs/query-differences.md:14",
+    Departure("iwildcard-ignores-value-case", "docs/query-differences.md",
               "Case-insensitive wildcards", _iwildcard_value_case),
-    Departure("implicit-wildcard-echo", "docs/query-differences.md:15",
+    Departure("implicit-wildcard-echo", "docs/query-differences.md",
               "Implicit wildcard type", _implicit_wildcard_echo),
-    Departure("malformed-m-is-400", "docs/query-differences.md:28", "Malformed `m=`",
+    Departure("malformed-m-is-400", "docs/query-differences.md", "Malformed `m=`",
               _m_param_500),
-    Departure("missing-queries-is-400", "docs/query-differences.md:29",
+    Departure("missing-queries-is-400", "docs/query-differences.md",
               "POST body without `queries`",
               lambda case, lines: case.kind == "malformed" and case.path == "/api/query"
               and case.body is not None and '"queries"' not in case.body),
-    Departure("scalar-fill-rejected", "docs/query-differences.md:34", "Downsample fill `scalar`",
+    Departure("scalar-fill-rejected", "docs/query-differences.md", "Downsample fill `scalar`",
               lambda case, lines: "scalar" in (case.body or case.path)),
-    Departure("malformed-tsuid-is-400", "docs/query-differences.md:35", "Malformed `tsuid=`",
+    Departure("malformed-tsuid-is-400", "docs/query-differences.md", "Malformed `tsuid=`",
               _tsuid_malformed),
-    Departure("annotations-in-range-only", "docs/query-differences.md:44",
+    Departure("annotations-in-range-only", "docs/query-differences.md",
               "Series annotations outside the query range", _annotations_out_of_range),
-    Departure("echo-without-filterTagKs", "docs/query-differences.md:45",
+    Departure("echo-without-filterTagKs", "docs/query-differences.md",
               "`query` echo (`showQuery`)", _all_lines("filterTagKs")),
-    Departure("global-annotations-unasked", "docs/query-differences.md:59",
+    Departure("global-annotations-unasked", "docs/query-differences.md",
               "pytsd includes them for", _unasked_global_annotations),
-    Departure("malformed-annotation-time-is-400", "docs/annotations.md:140",
+    Departure("malformed-annotation-time-is-400", "docs/annotations.md",
               "A malformed TSUID, time or body is a 500",
               lambda case, lines: _malformed_status(case, lines)
               and case.path.startswith("/api/annotation")),
-    Departure("lookup-without-meta", "docs/api.md:156", "Works from the data table alone",
+    Departure("lookup-without-meta", "docs/api.md", "Works from the data table alone",
               lambda case, lines: case.kind == "lookup"
               and _all_lines("$.results", "$.totalResults")(case, lines)),
-    Departure("last-without-meta", "docs/api.md:264", "Works without `tsdb-meta`",
+    Departure("last-without-meta", "docs/api.md", "Works without `tsdb-meta`",
               _back_scan_zero),
-    Departure("unknown-tag-key-and-value", "docs/query-differences.md:38",
+    Departure("unknown-tag-key-and-value", "docs/query-differences.md",
               "naming an unknown tag key *and* an unknown value",
               lambda case, lines: "No such name for 'tag" in lines[0], sides="any"),
-    Departure("overflow-message", "docs/query-differences.md:47",
+    Departure("overflow-message", "docs/query-differences.md",
               "Arithmetic that overflows to ±Infinity",
               lambda case, lines: "Got Infinity" in lines[0] and lines[0].startswith("message")),
-    # ---- pending: the `ingest` helper's put-path fixes (issue 12/13) change these texts; flip
-    # (delete) this entry once they are merged and the suite agrees.
-    Departure("put-error-texts", PENDING, "",
-              lambda case, lines: case.path.startswith("/api/put")),
-    FLOAT_WIDTH := Departure("put-float-width", PENDING, "", lambda case, lines: False),
     # ---- OpenTSDB 2.4.1's own bugs (pytsd stays right)
-    Departure("opentsdb-explicit-tags-multi-value", "docs/differences.md:34",
+    Departure("opentsdb-explicit-tags-multi-value", "docs/differences.md",
               "`explicitTags` with multi-value filters",
               lambda case, lines: _series_set(lines) and _subs_with(
                   case, lambda s: _explicit(s) and _multi_value_keys(s) >= 2), sides="any"),
-    Departure("opentsdb-explicit-tags-fill-invents-series", "docs/differences.md:35",
+    Departure("opentsdb-explicit-tags-fill-invents-series", "docs/differences.md",
               "`explicitTags` plus a fill policy",
               lambda case, lines: _series_set(lines) and _subs_with(
                   case, lambda s: _explicit(s) and _fills(s)), sides="any"),
-    Departure("opentsdb-ghost-series", "docs/differences.md:36",
+    Departure("opentsdb-ghost-series", "docs/differences.md",
               "A ghost series with an empty metric name",
               lambda case, lines: '[""' in lines[0] or '"metric": ""' in lines[0], sides="any"),
-    Departure("opentsdb-not-literal-or-group-by", "docs/differences.md:37",
+    Departure("opentsdb-not-literal-or-group-by", "docs/differences.md",
               "A group-by `not_literal_or`",
               lambda case, lines: _series_set(lines) and any(
                   f["type"] == "not_literal_or" and f["groupBy"] for f in _filters(case)),
               sides="any"),
-    Departure("opentsdb-varies", "docs/differences.md:39", "answers a request differently",
+    Departure("opentsdb-varies", "docs/differences.md", "answers a request differently",
               lambda case, lines: lines[0].startswith(FLAKY), sides="any"),
-    Departure("opentsdb-huge-back-scan", "docs/differences.md:38",
+    Departure("opentsdb-huge-back-scan", "docs/differences.md",
               "with a huge `back_scan`", _huge_back_scan, sides="any"),
 ]
 
