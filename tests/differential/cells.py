@@ -8,7 +8,6 @@ UID rows cell by cell.
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from app.storage.base import Store
@@ -35,17 +34,6 @@ def data_points(store: Store, table: str) -> CellMap:
 def uid_cells(store: Store, table: str) -> CellMap:
     return {(key, column): {value} for key, columns in store.table(table).scan()
             for column, value in columns.items()}
-
-
-def same_float(a: bytes, b: bytes) -> bool:
-    """``qualifier=value`` pairs of the same float value written 8 and 4 bytes wide."""
-    qa, _, va = a.partition(b"=")
-    qb, _, vb = b.partition(b"=")
-    if {len(va), len(vb)} != {4, 8} or qa[:-1] != qb[:-1]:
-        return False
-    fa = struct.unpack(">d" if len(va) == 8 else ">f", va)[0]
-    fb = struct.unpack(">d" if len(vb) == 8 else ">f", vb)[0]
-    return bool(fa == fb)
 
 
 def differences(ref: CellMap, got: CellMap) -> list[tuple[str, Any, Any]]:
