@@ -22,6 +22,7 @@ from app.tsdb.compaction import compact_table
 from app.tsdb.importer import BATCH_POINTS, Importer
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
+from plugin.cli import auth as auth_group
 
 
 def open_tsdb(**overrides: object) -> TSDB:
@@ -42,6 +43,9 @@ class TsdbGroup(click.Group):
 @click.group(cls=TsdbGroup)
 def main() -> None:
     """pytsd: an OpenTSDB-compatible time-series server."""
+
+
+main.add_command(auth_group)  # `pytsd auth ...`: the credentials of the auth plugin
 
 
 @main.command()

@@ -16,6 +16,7 @@ from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
 from app.tsdb.compaction import CompactionQueue
 from app.tsdb.uid import KINDS, UniqueId
+from plugin.manager import PluginHost
 
 
 class TSDB:
@@ -35,6 +36,9 @@ class TSDB:
         widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
                   "tagv": self.layout.tagv_width}
         self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind]) for kind in KINDS}
+        # The plugins the settings enable (plugin/): loaded once per process.
+        self.plugins = PluginHost(config)
+        self.plugins.attach_uid_filter(self.uids.values())
         # Rows written by this process, for background compaction (None when it is off).
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:

@@ -76,6 +76,7 @@ class SeriesReader:
         self.layout = tsdb.layout
         self.max_points = max_points
         self.stats = ReadStats()
+        self.matched_rows: list[tuple[bytes, Row]] = []
 
     def read(self, sub: SubQuery, start_ms: int, end_ms: int) -> list[Series]:
         """Every series of ``sub`` with data in the scan range, in row-key order."""
@@ -193,6 +194,8 @@ class SeriesReader:
             tags = self._names(group.tag_uids)
             if tags is not None and series_matches(tags, filters, explicit_tags):
                 kept.append((group, tags))
+        # The rows of the series the query matched (what ``"delete": true`` deletes).
+        self.matched_rows = [row for group, _ in kept for row in group.rows]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
         self.stats.points += sum(int(d.ts_ms.size) for d in decoded)

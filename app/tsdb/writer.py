@@ -16,6 +16,7 @@ from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbErro
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.uid import validate_name
+from plugin.manager import plugin_points
 
 MAX_MS_TIMESTAMP = 9_999_999_999_999
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -111,10 +112,17 @@ class PointWriter:
     def write(self, points: Sequence[DataPoint], compact_rows: bool = False) -> list[str | None]:
         """Write the valid points; return one error message (or None) per point, in order.
 
+        Write-filter plugins see each point first, publisher plugins the stored ones after.
+
         :param compact_rows: write the points a batch has for one hour row as one compacted
             column instead of single cells (the bulk importer's fast path: the bytes are what
             compaction would produce, and later cells of that hour merge with it as usual).
         """
+        return plugin_points(self.tsdb.plugins, points,
+                             lambda valid: self._write_points(valid, compact_rows))
+
+    def _write_points(self, points: Sequence[DataPoint],
+                      compact_rows: bool) -> list[str | None]:
         errors: list[str | None] = []
         cells: list[tuple[bytes, bytes, bytes]] = []
         for point in points:
@@ -189,15 +197,17 @@ class PointWriter:
         for tagk, tagv in tags.items():
             validate_name("tag name", tagk, specials)
             validate_name("tag value", tagv, specials)
-        metric_uid = self._uid("metrics", metric, "tsd.core.auto_create_metrics")
-        pairs = [(self._uid("tagk", k, "tsd.core.auto_create_tagks"),
-                  self._uid("tagv", v, "tsd.core.auto_create_tagvs")) for k, v in tags.items()]
+        metric_uid = self._uid("metrics", metric, "tsd.core.auto_create_metrics", metric, tags)
+        pairs = [(self._uid("tagk", k, "tsd.core.auto_create_tagks", metric, tags),
+                  self._uid("tagv", v, "tsd.core.auto_create_tagvs", metric, tags))
+                 for k, v in tags.items()]
         return self.tsdb.layout.row_key(metric_uid, 0, pairs)
 
-    def _uid(self, kind: str, name: str, auto_create_key: str) -> bytes:
+    def _uid(self, kind: str, name: str, auto_create_key: str, metric: str,
+             tags: Mapping[str, str]) -> bytes:
         uids = self.tsdb.uids[kind]
         if self.config[auto_create_key]:
-            return uids.get_or_create_id(name)
+            return uids.get_or_create_id(name, metric, tags)
         try:
             return uids.get_id(name)
         except NoSuchUniqueName:
