@@ -19,6 +19,7 @@ install:  ## Install pytsd (editable) with the HBase client
 install-test:  ## Install test and dev dependencies (pip packages, Debian chromium)
 	$(PIP) install -q -e '.[hbase,test,dev]'
 	scripts/install-browser.sh
+	scripts/install-collectd.sh
 
 run: install  ## Serve on http://127.0.0.1:4242 with demo data (loaded on first run)
 	pytsd demo --if-empty

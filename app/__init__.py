@@ -27,6 +27,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from app import api, ui
     from app.api import errors, security
     from app.config import load_config
+    from app.routing import OpenTsdbPaths
     from app.tsdb import TSDB
 
     app = Flask(__name__)
@@ -41,6 +42,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     logging.basicConfig(level=logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     errors.init_app(app)
+    app.url_map.strict_slashes = False  # "/x/" rules also answer "/x"; /api paths: below
+    app.wsgi_app = OpenTsdbPaths(app.wsgi_app)  # type: ignore[method-assign]
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(api.bp, url_prefix="/api/v1", name="api_v1")
     app.register_blueprint(ui.bp)

@@ -141,6 +141,19 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: when set (e.g. `7d`), `/api/search/lookup` without `start` scans only that far "
         "back; empty scans the metric's whole history, as OpenTSDB does.",
     ),
+    "tsd.core.max_name_bytes": Setting(
+        1024, int,
+        "pytsd: longest metric, tag key or tag value name (UTF-8 bytes) a write may assign "
+        "a UID to; longer ones are refused per point with a 400. OpenTSDB has no limit.",
+    ),
+    "tsd.uid.lru.name.size": Setting(
+        1_000_000, int,
+        "Most name-to-UID entries each UID kind caches per process (emptied when full). "
+        "pytsd always bounds its caches; OpenTSDB only with `tsd.uid.lru.enable`.",
+    ),
+    "tsd.uid.lru.id.size": Setting(
+        1_000_000, int, "Most UID-to-name entries each UID kind caches per process."
+    ),
     "tsd.http.query.allow_delete": Setting(
         False, parse_bool,
         "OpenTSDB 2.4's name for `tsd.query.allow_delete` (`DELETE /api/query`); either "

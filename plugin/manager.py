@@ -14,8 +14,9 @@ import logging
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 import pluggy
 
@@ -45,15 +46,24 @@ PLUGIN_KEYS = (
 )
 
 
+#: The setting that must name a plugin for each hook of it to run (others run for any plugin).
+HOOK_SETTINGS = {
+    "pytsd_allow_data_point": "tsd.timeseriesfilter.plugin",
+    "pytsd_allow_uid_assignment": "tsd.uidfilter.plugin",
+    "pytsd_publish_points": "tsd.rtpublisher.plugin",
+    "pytsd_publish_annotation": "tsd.rtpublisher.plugin",
+    "pytsd_http_routes": "tsd.http.rpc.plugins",
+    "pytsd_authenticate_http": "tsd.core.authentication.plugin",
+    "pytsd_authenticate_telnet": "tsd.core.authentication.plugin",
+}
+
+
 class PluginLoadError(TsdbError):
     """A setting names a plugin that cannot be found, imported or configured."""
 
 
 class _UidMap(Protocol):
     assign_filter: Any
-
-
-P = TypeVar("P", bound=Point)
 
 
 def split_names(text: str | None) -> list[str]:
@@ -121,19 +131,29 @@ class PluginHost:
         self.pm.add_hookspecs(Spec)
         self.errors = 0  # plugin exceptions caught, for /api/stats
         self._lock = threading.Lock()
+        self._roles: dict[str, set[str] | None] = {}  # plugin -> the settings naming it
+        self.filters_points = self.publishes = False
         for setting, name in wanted_plugins(config):
-            self.add(name, resolve(name, config), setting)
-        # Plain attributes, so the write path asks one cheap question per batch.
-        self.filters_points = self._has("pytsd_allow_data_point")
-        self.publishes = self._has("pytsd_publish_points")
+            self.add(name, self.pm.get_plugin(name) or resolve(name, config), setting)
         self.authenticates = bool(config.get("tsd.core.authentication.enable"))
         if self._has("pytsd_shutdown"):
             atexit.register(self.shutdown)  # gunicorn workers exit through sys.exit
 
     def add(self, name: str, obj: Any, setting: str = "") -> None:
-        """Register and configure one plugin (tests and embedders may call this too)."""
-        if self.pm.get_plugin(name) is not None:
-            return  # named twice (e.g. publisher and rpc): one instance
+        """Register and configure one plugin (tests and embedders may call this too).
+
+        A plugin acts only in the roles the settings give it: one named only as a publisher
+        does not filter writes even if it has that hook. ``setting=""``: every role.
+        """
+        if self.pm.get_plugin(name) is not None:  # named twice: one instance, more roles
+            roles = self._roles.get(name)
+            if roles is not None and setting:
+                roles.add(setting)
+            elif roles is not None:
+                self._roles[name] = None
+            self._update_flags()
+            return
+        self._roles[name] = {setting} if setting else None
         try:
             self.pm.register(obj, name=name)
         except (ValueError, pluggy.PluginValidationError) as exc:
@@ -144,20 +164,28 @@ class PluginHost:
                 configure(config=self.config)
             except Exception as exc:
                 raise PluginLoadError(f"Plugin {name!r} refused its settings: {exc}") from exc
+        self._update_flags()
+        log.info("plugin %s loaded (%s)", name, setting or "added")
+
+    def _update_flags(self) -> None:
+        # Plain attributes, so the write path asks one cheap question per batch.
         self.filters_points = self._has("pytsd_allow_data_point")
         self.publishes = self._has("pytsd_publish_points")
-        log.info("plugin %s loaded (%s)", name, setting or "added")
 
     def names(self) -> list[str]:
         return [name for name, _ in self.pm.list_name_plugin()]
 
     def _has(self, hook: str) -> bool:
-        return bool(getattr(self.pm.hook, hook).get_hookimpls())
+        return any(True for _ in self._impls(hook))
 
     def _impls(self, hook: str) -> Iterator[tuple[str, Any]]:
-        """``(plugin name, bound function)`` in pluggy's call order (last registered first)."""
+        """``(plugin name, hook implementation)`` in pluggy's call order (last registered
+        first), of the plugins whose role includes this hook."""
+        needed = HOOK_SETTINGS.get(hook)
         for impl in reversed(getattr(self.pm.hook, hook).get_hookimpls()):
-            yield impl.plugin_name, impl
+            roles = self._roles.get(impl.plugin_name)
+            if needed is None or roles is None or needed in roles:
+                yield impl.plugin_name, impl
 
     def _call(self, impl: Any, **kwargs: Any) -> Any:
         return impl.function(**{arg: kwargs[arg] for arg in impl.argnames})
@@ -257,26 +285,50 @@ class PluginHost:
         return None
 
 
-def plugin_points(host: PluginHost, points: Sequence[P],
-                  write: Callable[[Sequence[P]], list[str | None]]) -> list[str | None]:
-    """The write path's one seam: filter each point, ``write`` the allowed ones, publish the
-    stored ones. Returns one error message (or None) per point, in order."""
+@dataclass(frozen=True)
+class _Point:
+    metric: str
+    timestamp: int
+    value: int | float
+    tags: Mapping[str, str]
+
+
+class _Batch(Protocol):
+    """What the seam reads of ``app.tsdb.points.PointBatch`` (columns, one entry a point)."""
+
+    series: dict[Any, tuple[str, tuple[tuple[str, str], ...]]]
+    series_of: list[Any]
+    timestamps: list[int]
+    values: list[int | float]
+    errors: list[TsdbError | None]
+
+
+def plugin_points(host: PluginHost, batch: _Batch, accepted: Sequence[int],
+                  store: Callable[[Sequence[int]], None]) -> Sequence[int]:
+    """The write path's one seam: the write filters see each accepted point of ``batch``
+    (a refused one gets its error in ``batch.errors``), ``store`` writes the others, then the
+    publishers get the stored ones. Returns the indexes stored."""
     if not host.filters_points and not host.publishes:
-        return write(points)
-    errors: list[str | None] = [None] * len(points)
-    allowed: list[int] = []
-    for i, point in enumerate(points):
-        refusal = (host.refusal("pytsd_allow_data_point", point=point)
-                   if host.filters_points else None)
-        if refusal:
-            errors[i] = refusal
-        else:
-            allowed.append(i)
-    written = write([points[i] for i in allowed])
-    stored = []
-    for i, error in zip(allowed, written):
-        errors[i] = error
-        if error is None:
-            stored.append(points[i])
-    host.publish_points(stored)
-    return errors
+        store(accepted)
+        return accepted
+    tags_of: dict[Any, Mapping[str, str]] = {}
+    points: dict[int, _Point] = {}
+    for i in accepted:
+        key = batch.series_of[i]
+        metric, pairs = batch.series[key]
+        tags = tags_of.get(key)
+        if tags is None:
+            tags = tags_of[key] = dict(pairs)
+        points[i] = _Point(metric, batch.timestamps[i], batch.values[i], tags)
+    if host.filters_points:
+        allowed = []
+        for i in accepted:
+            refusal = host.refusal("pytsd_allow_data_point", point=points[i])
+            if refusal:
+                batch.errors[i] = BadRequestError(refusal)
+            else:
+                allowed.append(i)
+        accepted = allowed
+    store(accepted)
+    host.publish_points([points[i] for i in accepted])
+    return accepted

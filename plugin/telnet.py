@@ -23,8 +23,8 @@ from collections.abc import Sequence
 from plugin.manager import PluginHost
 from plugin.spec import AuthState, role_allows
 
-AUTH_SUCCESS = b"AUTH_SUCCESS\r\n"
-AUTH_FAIL = b"AUTH_FAIL\r\n"
+AUTH_SUCCESS = "AUTH_SUCCESS\r\n"
+AUTH_FAIL = "AUTH_FAIL\r\n"
 COMMAND_ROLES = {"put": "write", "rollup": "write", "histogram": "write",
                  "dropcaches": "admin"}
 
@@ -44,7 +44,7 @@ class TelnetGate:
     def required(self) -> bool:
         return self.host.authenticates
 
-    def admit(self, words: Sequence[str]) -> bytes | None:
+    def admit(self, words: Sequence[str]) -> str | None:
         """None to execute the command; else the reply to send instead of executing it."""
         if not words or not self.required:
             return None
@@ -56,5 +56,5 @@ class TelnetGate:
         needed = command_role(words[0])
         if not role_allows(self.state.role, needed):
             return (f"{words[0]}: forbidden: {self.state.user} has the {self.state.role} "
-                    f"role; {words[0]} needs {needed}\n").encode()
+                    f"role; {words[0]} needs {needed}\n")
         return None

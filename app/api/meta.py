@@ -50,7 +50,12 @@ def config() -> Response:
 
 @bp.route("/version", methods=["GET", "POST"])
 def version() -> Response:
-    body: dict[str, Any] = {
+    return jsonify(version_info())
+
+
+def version_info() -> dict[str, Any]:
+    """What ``/api/version`` answers (the telnet ``version`` command prints it as text)."""
+    return {
         "version": API_VERSION,
         "short_revision": f"pytsd-{__version__}",
         "full_revision": f"pytsd-{__version__}",
@@ -62,7 +67,6 @@ def version() -> Response:
         "branch": "",
         "pytsd_version": __version__,
     }
-    return jsonify(body)
 
 
 def _user() -> str:
@@ -91,17 +95,24 @@ def stats_list() -> Response:
 
 @bp.route("/dropcaches", methods=["GET", "DELETE"])
 def dropcaches() -> Response:
-    """Empty this worker's UID caches (and the writer's row-key templates built from them)."""
-    current_app.extensions["tsdb"].drop_caches()
-    current_app.extensions.pop("tsdb.writer", None)
+    drop_caches(current_app.extensions)
     return jsonify({"message": "Caches dropped", "status": "200"})
 
 
-@bp.route("/v<version>/", defaults={"rest": ""},
-          methods=["GET", "POST", "PUT", "DELETE"])
+def drop_caches(extensions: dict[str, Any]) -> None:
+    """Empty this worker's UID caches (and the writer's row-key templates built from them)."""
+    extensions["tsdb"].drop_caches()
+    extensions.pop("tsdb.writer", None)
+
+
+@bp.route("/v<version>", defaults={"rest": ""}, methods=["GET", "POST", "PUT", "DELETE"])
 @bp.route("/v<version>/<path:rest>", methods=["GET", "POST", "PUT", "DELETE"])
 def other_api_version(version: str, rest: str) -> Response:
-    """``/api/v1/...`` is ``/api/...``; any other version is refused as OpenTSDB does."""
+    """``/api/v1/...`` is ``/api/...``; any other version is refused as OpenTSDB does.
+
+    Only ``v`` then a digit is a version: ``/api/vfoo`` is an unknown endpoint."""
+    if not version[:1].isdigit():
+        raise NotFoundError("Endpoint not found")
     if not version.isdigit():
         raise BadRequestError("Invalid API version format supplied",
                               f"API version [{version}] cannot be parsed to an integer")

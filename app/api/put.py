@@ -9,15 +9,22 @@ from flask import Response, current_app, jsonify
 from app.api import bp
 from app.api.body import has_param, json_body
 from app.api.stats import record_points_written
-from app.errors import BadRequestError, TsdbError
-from app.tsdb.writer import DataPoint, PointWriter, parse_point
+from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
+from app.tsdb.points import ECHO_CHARS, PointBatch, parse_point
+from app.tsdb.writer import PointWriter
+
+UID_KIND_LABELS = {"metrics": "metric", "tagk": "tagk", "tagv": "tagv"}
 
 
 def get_writer() -> PointWriter:
-    writer: PointWriter | None = current_app.extensions.get("tsdb.writer")
+    return writer_of(current_app.extensions)
+
+
+def writer_of(extensions: dict[str, Any]) -> PointWriter:
+    """The app's one writer (``/api/put`` and the line protocol share its caches)."""
+    writer: PointWriter | None = extensions.get("tsdb.writer")
     if writer is None:
-        writer = current_app.extensions["tsdb.writer"] = PointWriter(
-            current_app.extensions["tsdb"])
+        writer = extensions["tsdb.writer"] = PointWriter(extensions["tsdb"])
     return writer
 
 
@@ -27,20 +34,25 @@ def put() -> Response:
     raw_points: list[Any] = body if isinstance(body, list) else [body]
     if not raw_points:
         raise BadRequestError("No datapoints found in content")
-    points: list[DataPoint | None] = []
-    errors: list[str | None] = []
+    # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
+    batch = PointBatch(wide_floats=True)
     for raw in raw_points:
         try:
-            points.append(parse_point(raw))
-            errors.append(None)
+            point = parse_point(raw)
         except TsdbError as exc:
-            points.append(None)
-            errors.append(exc.message)
-    valid = [p for p in points if p is not None]
-    write_errors = iter(get_writer().write(valid))
-    errors = [next(write_errors) if p is not None else e for p, e in zip(points, errors)]
-    record_points_written(sum(1 for p, e in zip(points, errors) if p is not None and e is None))
-    return _respond(raw_points, errors)
+            batch.reject(exc)
+            continue
+        tags = tuple(point.tags.items())
+        batch.add((point.metric, tags), point.metric, tags, point.timestamp, point.value)
+    record_points_written(get_writer().write_batch(batch))
+    return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
+
+
+def http_message(error: TsdbError) -> str:
+    """The per-point error text: OpenTSDB's HTTP put names an unknown UID 'Unknown metric'."""
+    if isinstance(error, NoSuchUniqueName):
+        return f"Unknown {UID_KIND_LABELS.get(error.kind, error.kind)}"
+    return error.message
 
 
 def _respond(raw_points: list[Any], errors: list[str | None]) -> Response:
@@ -61,13 +73,24 @@ def _respond(raw_points: list[Any], errors: list[str | None]) -> Response:
 
 
 def _as_received(raw: Any) -> Any:
-    """The point echoed back as OpenTSDB does: non-null fields, ``value`` as a string."""
+    """The point echoed back as OpenTSDB does: non-null fields, ``value`` as a string.
+
+    Strings longer than ``ECHO_CHARS`` are cut short: an error never repeats megabytes.
+    """
     if not isinstance(raw, dict):
-        return raw
-    echoed = {k: v for k, v in raw.items() if v is not None}
+        return _short(raw)
+    echoed = {k: _short(v) for k, v in raw.items() if v is not None}
     if "value" in echoed and not isinstance(echoed["value"], str):
         echoed["value"] = json_number_text(echoed["value"])
     return echoed
+
+
+def _short(value: Any) -> Any:
+    if isinstance(value, str) and len(value) > ECHO_CHARS:
+        return f"{value[:ECHO_CHARS]}... ({len(value)} characters)"
+    if isinstance(value, dict):
+        return {_short(k): _short(v) for k, v in value.items()}
+    return value
 
 
 def json_number_text(value: Any) -> str:

@@ -1,33 +1,131 @@
-"""One line-protocol connection's commands.
+"""One line-protocol connection's commands (``RpcManager``'s telnet commands).
 
 The contract with the server: the server reads a block of bytes, splits it into complete
 lines (``\\n`` terminated; a trailing ``\\r`` removed; each at most the framing limit), and
 calls :meth:`TelnetSession.handle_lines` from a worker thread, one call at a time per
 connection, before it reads the next block (that is the back-pressure). The answer is the
 bytes to write back, in order, and whether the connection must be closed afterwards.
+
+Durability: the ``put`` lines of a block are stored before ``handle_lines`` returns, so
+before the server reads more from the connection; a crash loses at most the block being
+handled, and never a point whose line was followed by another command's answer.
+Successful puts answer nothing; a bad line answers one error line and the connection stays
+open, with the good lines around it stored.
 """
 
 from __future__ import annotations
 
+import datetime
+import logging
+from collections.abc import Callable
 from typing import Any
+
+from app.api.meta import drop_caches, version_info
+from app.api.put import writer_of
+from app.api.stats import collect, record_points_written
+from app.errors import NoSuchUniqueName, StorageError, TsdbError
+from app.lineproto.parse import InvalidValue, PutParser
+from app.tsdb.points import PointBatch, echo
+from plugin.telnet import TelnetGate
+
+LOG = logging.getLogger(__name__)
+WRITE_COMMANDS = ("put", "rollup", "histogram")
+# RpcManager registers them in this order, which `help` lists (diediedie is left out).
+COMMANDS = ("stats", "dropcaches", "version", "exit", "help", *WRITE_COMMANDS)
 
 
 class TelnetSession:
-    """The commands of one connection. Placeholder: every command is unknown but ``exit``."""
+    """The commands of one connection."""
 
     def __init__(self, app: Any, peer: str) -> None:
         self.app = app
         self.peer = peer
+        self.parser = PutParser()
+        self.gate = TelnetGate(app.extensions["tsdb"].plugins)
+        writes = app.config["TSD"]["tsd.mode"] != "ro"
+        self.commands = [c for c in COMMANDS if writes or c not in WRITE_COMMANDS]
+        self._handlers: dict[str, Callable[[list[str]], str]] = {
+            "stats": self._stats, "dropcaches": self._dropcaches, "version": self._version,
+            "help": self._help, "rollup": self._not_supported,
+            "histogram": self._not_supported}
 
     def handle_lines(self, lines: list[bytes]) -> tuple[bytes, bool]:
-        """Execute ``lines`` in order; return the reply bytes and whether to close."""
-        replies: list[bytes] = []
+        """Execute ``lines`` in order; return the reply bytes and whether to close.
+
+        Consecutive ``put`` lines are stored together; any other command first stores
+        the puts before it, so answers and effects keep the order of the lines.
+        """
+        replies: list[str] = []
+        batch: PointBatch | None = None
         for line in lines:
-            words = line.split()
+            words = line.decode("utf-8", "replace").split()
             if not words:
+                continue  # OpenTSDB answers an empty line "unknown command: ."
+            refusal = self.gate.admit(words)  # authentication (plugin/telnet.py)
+            if refusal is not None:
+                replies += self._store(batch) if batch is not None else []
+                batch = None
+                replies.append(refusal)
                 continue
-            if words[0] == b"exit":
-                return b"".join(replies), True
-            command = words[0].decode("utf-8", "replace")
-            replies.append(f"unknown command: {command}.  Try `help'.\n".encode())
-        return b"".join(replies), False
+            command = words[0] if words[0] in self.commands else None
+            if command == "put":
+                batch = batch if batch is not None else PointBatch()
+                self.parser.add(words, batch)
+                continue
+            if batch is not None:
+                replies += self._store(batch)
+                batch = None
+            if command == "exit":
+                return "".join(replies).encode(), True
+            handler = self._handlers.get(command or "", self._unknown)
+            replies.append(handler(words))
+        if batch is not None:
+            replies += self._store(batch)
+        return "".join(replies).encode(), False
+
+    def _store(self, batch: PointBatch) -> list[str]:
+        """Write the batch's good points; one error line per bad one, in line order."""
+        try:
+            record_points_written(writer_of(self.app.extensions).write_batch(batch))
+        except StorageError as exc:
+            LOG.warning("%s: line-protocol put failed: %s", self.peer, exc.message)
+            return [_put_error(error) if error is not None else f"put: HBase error: {exc.message}\n"
+                    for error in batch.errors]
+        return [_put_error(error) for error in batch.errors if error is not None]
+
+    def _unknown(self, words: list[str]) -> str:
+        return f"unknown command: {echo(words[0])}.  Try `help'.\n"
+
+    def _help(self, words: list[str]) -> str:
+        return "available commands: " + "".join(f"{c} " for c in self.commands) + "\n"
+
+    def _version(self, words: list[str]) -> str:
+        info = version_info()
+        built = datetime.datetime.fromtimestamp(int(info["timestamp"]), datetime.UTC)
+        return (f"{info['repo']} {info['version']} built at revision {info['short_revision']} "
+                f"({info['repo_status']})\nBuilt on {built:%Y/%m/%d %H:%M:%S %z} by "
+                f"{info['user']}@{info['host']}:{info['repo']}\n")
+
+    def _stats(self, words: list[str]) -> str:
+        """``tsd.x timestamp value tagk=tagv ...`` per line, as OpenTSDB's ASCIICollector."""
+        return "".join(
+            f"{p['metric']} {p['timestamp']} {p['value']} "
+            + " ".join(f"{k}={v}" for k, v in p["tags"].items()) + "\n"
+            for p in collect(self.app.extensions["tsdb"]))
+
+    def _dropcaches(self, words: list[str]) -> str:
+        drop_caches(self.app.extensions)
+        return "Caches dropped.\n"
+
+    def _not_supported(self, words: list[str]) -> str:
+        return (f"{words[0]}: illegal argument: {words[0]} data points are not supported "
+                "by pytsd (use put)\n")
+
+
+def _put_error(error: TsdbError) -> str:
+    """``PutDataPointRpc``'s error line for one rejected ``put``."""
+    if isinstance(error, NoSuchUniqueName):
+        return f"put: unknown metric: {error.message}\n"
+    if isinstance(error, InvalidValue):
+        return f"put: invalid value: {error.message}\n"
+    return f"put: illegal argument: {error.message}\n"

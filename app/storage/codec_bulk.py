@@ -1,10 +1,9 @@
-"""Vectorised encoding of one series' points into OpenTSDB cells, for bulk imports.
+"""Vectorised encoding of points into OpenTSDB cells.
 
 Produces exactly the bytes the point-by-point encoder and compaction produce (see
-:mod:`app.storage.codec`): per hour row one compacted column (qualifiers and values
-concatenated in time order, meta byte 0x00) or, for a lone point, a single cell. Only
-second-resolution timestamps take this path; millisecond ones return None and the caller
-falls back to the general encoder.
+:mod:`app.storage.codec`). :func:`encode_points` gives every point its single cell (the
+write path: ``/api/put`` and the line protocol); :func:`encode_series` gives one series'
+points one compacted column per hour row (bulk imports; second timestamps only).
 """
 
 from __future__ import annotations
@@ -12,9 +11,10 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from app.storage.codec_cells import FLAG_BITS, FLAG_FLOAT, MAX_TIMESPAN
+from app.storage.codec_cells import FLAG_BITS, FLAG_FLOAT, MAX_TIMESPAN, MS_FLAG, MS_FLAG_BITS
 
 Cells = list[tuple[int, bytes, bytes]]
+SECONDS_LIMIT = 2**32  # SECOND_MASK: a timestamp at or above it is in milliseconds
 
 
 def _int_lengths(ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -27,13 +27,17 @@ def _int_lengths(ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
 
 
 def _value_matrix(ints: npt.NDArray[np.int64], floats: npt.NDArray[np.float64],
-                  is_float: npt.NDArray[np.bool_]) -> tuple[npt.NDArray[np.uint8],
-                                                           npt.NDArray[np.int64],
-                                                           npt.NDArray[np.int64]]:
-    """Each value right-aligned in 8 big-endian bytes, with its length and flags."""
+                  is_float: npt.NDArray[np.bool_], wide_floats: bool = False
+                  ) -> tuple[npt.NDArray[np.uint8], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """Each value right-aligned in 8 big-endian bytes, with its length and flags.
+
+    :param wide_floats: every float on 8 bytes (``addPoint(double)``, as OpenTSDB's HTTP put
+        does); otherwise 4 bytes where ``(float) d == d`` (the telnet put and the importer).
+    """
     n = ints.size
-    as_f32 = floats.astype(np.float32)
-    fits = is_float & (as_f32.astype(np.float64) == floats)
+    with np.errstate(over="ignore"):  # a double beyond float range becomes inf: not a fit
+        as_f32 = floats.astype(np.float32)
+    fits = is_float & (as_f32.astype(np.float64) == floats) & (not wide_floats)
     matrix = np.where(is_float[:, None], floats.astype(">f8").view(np.uint8).reshape(n, 8),
                       ints.astype(">i8").view(np.uint8).reshape(n, 8))
     matrix[fits, 4:] = as_f32[fits].astype(">f4").view(np.uint8).reshape(-1, 4)
@@ -72,3 +76,30 @@ def encode_series(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
         qualifier = qualifiers[2 * start:2 * end]
         cells.append((int(base[start]), qualifier, value if end - start == 1 else value + b"\0"))
     return cells
+
+
+def encode_points(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
+                  floats: npt.NDArray[np.float64], is_float: npt.NDArray[np.bool_],
+                  wide_floats: bool = False) -> tuple[list[int], list[bytes], list[bytes]]:
+    """Each point's single cell: ``(base_times_s, qualifiers, values)``, one entry per point.
+
+    Timestamps are positive seconds or milliseconds (OpenTSDB's SECOND_MASK rule); point i's
+    value is ``floats[i]`` when ``is_float[i]`` else ``ints[i]`` (see :func:`_value_matrix`).
+    """
+    n = ts.size
+    if n == 0:
+        return [], [], []
+    is_ms = ts >= SECONDS_LIMIT
+    seconds = np.where(is_ms, ts // 1000, ts)
+    base = seconds - seconds % MAX_TIMESPAN
+    matrix, lengths, flags = _value_matrix(ints, floats, is_float, wide_floats)
+    qualifier = np.where(is_ms, MS_FLAG | ((ts - base * 1000) << MS_FLAG_BITS) | flags,
+                         ((ts - base) << FLAG_BITS) | flags)
+    q_bytes = qualifier.astype(">u4").tobytes()
+    v_bytes = matrix[np.arange(8) >= (8 - lengths)[:, None]].tobytes()
+    v_end = np.cumsum(lengths).tolist()
+    v_start = [0, *v_end[:-1]]
+    qualifiers = [q_bytes[4 * i:4 * i + 4] if ms else q_bytes[4 * i + 2:4 * i + 4]
+                  for i, ms in enumerate(is_ms.tolist())]
+    values = [v_bytes[start:end] for start, end in zip(v_start, v_end)]
+    return base.tolist(), qualifiers, values

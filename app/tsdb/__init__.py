@@ -35,7 +35,9 @@ class TSDB:
         self.uid_table_name: str = config["tsd.storage.hbase.uid_table"]
         widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
                   "tagv": self.layout.tagv_width}
-        self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind]) for kind in KINDS}
+        self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind],
+                                    config["tsd.uid.lru.name.size"], config["tsd.uid.lru.id.size"])
+                     for kind in KINDS}
         # The plugins the settings enable (plugin/): loaded once per process.
         self.plugins = PluginHost(config)
         self.plugins.attach_uid_filter(self.uids.values())

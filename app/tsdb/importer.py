@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from app.errors import BadRequestError
+from app.errors import BadRequestError, NoSuchUniqueName
 from app.storage.codec_bulk import encode_series
+from app.tsdb.points import MAX_MS_TIMESTAMP
 from app.tsdb.writer import PointWriter, parse_timestamp, parse_value_text
 
 BATCH_POINTS = 50_000
@@ -56,13 +57,22 @@ class Importer:
         if columns is None:
             template = self.templates.get(key)
             if template is None:
-                template = self.writer.row_template(words[0], parse_tags(words[3:]))
+                template = self._template(words[0], parse_tags(words[3:]))
                 self.templates[key] = template
             columns = self.series[key] = _Columns(template)
         timestamp, value = parse_timestamp(words[1]), parse_value_text(words[2])
+        if timestamp > MAX_MS_TIMESTAMP:
+            raise BadRequestError(f"bad timestamp={timestamp}")
         columns.ts.append(timestamp)
         columns.values.append(value)
         self.pending += 1
+
+    def _template(self, metric: str, tags: dict[str, str]) -> bytes:
+        try:
+            return self.writer.row_template(metric, tags)
+        except NoSuchUniqueName as exc:
+            label = {"metrics": "metric"}.get(exc.kind, exc.kind)
+            raise BadRequestError(f"Unknown {label}") from None
 
     def flush(self) -> int:
         """Write what is pending; return the number of points written."""

@@ -21,6 +21,7 @@ from collections.abc import Callable, Mapping
 
 from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, UidExhaustedError
 from app.storage.base import Table, prefix_stop
+from app.tsdb.points import echo
 
 KINDS = ("metrics", "tagk", "tagv")
 MAXID_ROW = b"\x00"
@@ -40,7 +41,7 @@ def validate_name(what: str, name: str, special_chars: str = "") -> None:
     for char in name:
         if not (char.isascii() and (char.isalnum() or char in "-_./")
                 or unicodedata.category(char).startswith("L") or char in special_chars):
-            raise BadRequestError(f'Invalid {what} ("{name}"): illegal character: {char}')
+            raise BadRequestError(f'Invalid {what} ("{echo(name)}"): illegal character: {char}')
 
 
 AssignFilter = Callable[[str, str, "str | None", "Mapping[str, str] | None"], None]
@@ -49,13 +50,16 @@ AssignFilter = Callable[[str, str, "str | None", "Mapping[str, str] | None"], No
 class UniqueId:
     """Name/UID mapping of one kind, with in-process caches in both directions."""
 
-    def __init__(self, table: Callable[[], Table], kind: str, width: int) -> None:
+    def __init__(self, table: Callable[[], Table], kind: str, width: int,
+                 max_names: int = 1_000_000, max_ids: int = 1_000_000) -> None:
         self._table = table
         self.kind = kind
         self.width = width
         self._qualifier = kind.encode()
         self._by_name: dict[str, bytes] = {}
         self._by_id: dict[bytes, str] = {}
+        # Each cache is emptied when it reaches its bound: simple, and refilled from the store.
+        self._max_names, self._max_ids = max_names, max_ids
         self._lock = threading.Lock()
         # Called before a new UID is assigned (the UID filter plugins); raises to refuse.
         self.assign_filter: AssignFilter | None = None
@@ -67,6 +71,10 @@ class UniqueId:
         return family + b":" + self._qualifier
 
     def _remember(self, name: str, uid: bytes) -> None:
+        if len(self._by_name) >= self._max_names:
+            self._by_name.clear()
+        if len(self._by_id) >= self._max_ids:
+            self._by_id.clear()
         self._by_name[name] = uid
         self._by_id[uid] = name
 

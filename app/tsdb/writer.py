@@ -1,102 +1,57 @@
-"""Writing data points: validation as ``PutDataPointRpc`` does it, then cells as ``TSDB.addPoint``.
+"""Writing data points: ``TSDB.addPoint``'s checks and cells, for a whole batch at once.
 
-Each point is validated on its own; the good ones of a batch are written together in one
-``put_many`` (or one append per row in append mode), and an error is returned per bad point.
+A :class:`~app.tsdb.points.PointBatch` comes in parsed (``/api/put``, the line protocol,
+:meth:`PointWriter.write`). The writer then, in OpenTSDB's order: rejects timestamps beyond
+its range, validates each new series once (tag count, name lengths and characters), resolves
+its UIDs (looking every name up before assigning any, so a rejected series assigns none),
+encodes the accepted points' cells with numpy and stores them in one write (:meth:`_store`).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
-from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
+import numpy as np
+
+from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
 from app.storage import codec
+from app.storage.codec_bulk import encode_points
 from app.tsdb import TSDB
+from app.tsdb.points import (
+    MAX_MS_TIMESTAMP,
+    DataPoint,
+    PointBatch,
+    TagPairs,
+    Value,
+    echo,
+    java_bytes_text,
+    java_hashmap_order,
+    java_hashmap_text,
+    parse_point,
+    parse_timestamp,
+    parse_value,
+    parse_value_text,
+)
 from app.tsdb.uid import validate_name
 from plugin.manager import plugin_points
 
-MAX_MS_TIMESTAMP = 9_999_999_999_999
-LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
-INTEGER_TEXT = re.compile(r"[+-]?\d+")
+__all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_timestamp",
+           "parse_value", "parse_value_text"]
 
-Value = int | float
-SeriesKey = tuple[str, tuple[tuple[str, str], ...]]
-
-
-@dataclass(frozen=True)
-class DataPoint:
-    """A validated point: ``timestamp`` in seconds or milliseconds (OpenTSDB's SECOND_MASK rule)."""
-
-    metric: str
-    timestamp: int
-    value: Value
-    tags: Mapping[str, str]
+MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
+Cell = tuple[bytes, bytes, bytes]
 
 
-def parse_value(raw: Any) -> Value:
-    """OpenTSDB's value rules: integer text without ``.eE`` is a long, anything else a double."""
-    if isinstance(raw, bool):
-        raise BadRequestError("Unable to parse value to a number")
-    if isinstance(raw, int):
-        if not LONG_MIN <= raw <= LONG_MAX:
-            raise BadRequestError("Unable to parse value to a number")
-        return raw
-    if isinstance(raw, float):
-        if math.isnan(raw) or math.isinf(raw):
-            raise BadRequestError("Unable to parse value to a number")
-        return raw
-    return parse_value_text(str(raw).strip())
-
-
-def parse_value_text(text: str) -> Value:
-    """The text form of :func:`parse_value` (``Tags.looksLikeInteger``: no ``.eE``)."""
-    try:
-        if "." in text or "e" in text or "E" in text or not INTEGER_TEXT.fullmatch(text):
-            number = float(text)
-            if math.isnan(number) or math.isinf(number):
-                raise ValueError(text)
-            return number
-        value = int(text)
-    except ValueError:
-        raise BadRequestError("Unable to parse value to a number") from None
-    if not LONG_MIN <= value <= LONG_MAX:
-        raise BadRequestError("Unable to parse value to a number")
-    return value
-
-
-def parse_timestamp(raw: Any) -> int:
-    """A positive integer (seconds or ms); 'Invalid timestamp' otherwise."""
-    if isinstance(raw, bool) or raw is None:
-        raise BadRequestError("Invalid timestamp")
-    try:
-        timestamp = int(raw)
-    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON Infinity
-        raise BadRequestError("Invalid timestamp") from None
-    if timestamp <= 0:
-        raise BadRequestError("Invalid timestamp")
-    if timestamp > MAX_MS_TIMESTAMP:
-        raise BadRequestError(f"bad timestamp={timestamp}")
-    return timestamp
-
-
-def parse_point(raw: Any) -> DataPoint:
-    """Validate one point of a put body, in OpenTSDB's order and with its messages."""
-    if not isinstance(raw, Mapping):
-        raise BadRequestError("Unable to parse the given JSON", "A data point must be an object")
-    metric = raw.get("metric")
-    if not metric or not isinstance(metric, str):
-        raise BadRequestError("Metric name was empty")
-    timestamp = parse_timestamp(raw.get("timestamp"))
-    if raw.get("value") is None or raw.get("value") == "":
-        raise BadRequestError("Empty value")
-    tags = raw.get("tags")
-    if not tags or not isinstance(tags, Mapping):
-        raise BadRequestError("Missing tags")
-    value = parse_value(raw["value"])
-    return DataPoint(metric, timestamp, value, {str(k): str(v) for k, v in tags.items()})
+def bad_timestamp(metric: str, tags: TagPairs, timestamp: int, value: Value,
+                  wide_floats: bool) -> BadRequestError:
+    """``TSDB.checkTimestampAndTags``'s message, naming the value bytes and the series."""
+    if isinstance(value, float) and wide_floats:
+        flags, raw = codec.FLAG_FLOAT | 0x7, np.float64(value).astype(">f8").tobytes()
+    else:
+        flags, raw = codec.encode_value(value)
+    return BadRequestError(f"bad timestamp={timestamp} when trying to add value="
+                           f"{java_bytes_text(raw)}/{flags} to metric={echo(metric)}, "
+                           f"tags={java_hashmap_text(tags)}")
 
 
 class PointWriter:
@@ -105,46 +60,107 @@ class PointWriter:
     def __init__(self, tsdb: TSDB) -> None:
         self.tsdb = tsdb
         self.config = tsdb.config
-        self._templates: dict[SeriesKey, bytes] = {}
+        self._templates: dict[object, bytes] = {}
         self._time_offset = tsdb.layout.salt_width + tsdb.layout.metric_width
         self.appends: bool = self.config["tsd.storage.enable_appends"]
+
+    # --- the batch path -----------------------------------------------------------------
+
+    def write_batch(self, batch: PointBatch, compact_rows: bool = False) -> int:
+        """Validate and store ``batch``; record each rejection in ``batch.errors``.
+
+        Returns the number of points stored. A storage failure raises (the whole batch
+        fails: :class:`StorageError`, a 500/503), never a per-point error.
+        """
+        self._check_timestamps(batch)
+        # In order of first appearance: new names get UIDs in the order they arrive.
+        keys = dict.fromkeys(key for key, error in zip(batch.series_of, batch.errors)
+                             if error is None)
+        templates, refused = self._templates_for(batch, keys)
+        accepted = []
+        for i, key in enumerate(batch.series_of):
+            if batch.errors[i] is not None:
+                continue
+            if key in refused:
+                batch.errors[i] = refused[key]
+            else:
+                accepted.append(i)
+        stored = plugin_points(self.tsdb.plugins, batch, accepted,
+                               lambda ok: self._store(batch, ok, templates, compact_rows))
+        return len(stored)
+
+    def _check_timestamps(self, batch: PointBatch) -> None:
+        for i, timestamp in enumerate(batch.timestamps):
+            if timestamp > MAX_MS_TIMESTAMP and batch.errors[i] is None:
+                metric, tags = batch.series[batch.series_of[i]]
+                batch.errors[i] = bad_timestamp(metric, tags, timestamp, batch.values[i],
+                                                batch.wide_floats)
+
+    def _templates_for(self, batch: PointBatch, keys: Iterable[object]
+                       ) -> tuple[dict[object, bytes], dict[object, TsdbError]]:
+        """The template of each series (built and cached when new), or why it is refused."""
+        if len(self._templates) > MAX_TEMPLATES:
+            self._templates = {}
+        cache = self._templates
+        templates: dict[object, bytes] = {}
+        refused: dict[object, TsdbError] = {}
+        for key in keys:
+            template = cache.get(key)
+            if template is None:
+                metric, tags = batch.series[key]
+                try:
+                    template = cache[key] = self.row_template(metric, dict(tags), tags)
+                except TsdbError as exc:
+                    refused[key] = exc
+                    continue
+            templates[key] = template
+        return templates, refused
+
+    def _store(self, batch: PointBatch, accepted: Sequence[int],
+               templates: Mapping[object, bytes], compact_rows: bool) -> None:
+        """The one place a validated batch is stored: encode its accepted points, write them."""
+        if not accepted:
+            return
+        values = [batch.values[i] for i in accepted]
+        is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
+        floats = np.array(values, dtype=np.float64)
+        ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())],
+                        dtype=np.int64)
+        timestamps = np.array([batch.timestamps[i] for i in accepted], dtype=np.int64)
+        bases, qualifiers, raws = encode_points(timestamps, ints, floats, is_float,
+                                                batch.wide_floats)
+        series_of, row_for, appends = batch.series_of, self.row_for, self.appends
+        row_keys: dict[tuple[bytes, int], bytes] = {}
+        rows: dict[bytes, dict[bytes, bytes]] = {}
+        for i, base, qualifier, raw in zip(accepted, bases, qualifiers, raws):
+            template = templates[series_of[i]]
+            row = row_keys.get((template, base))
+            if row is None:
+                row = row_keys[(template, base)] = row_for(template, base)
+                rows[row] = {}
+            if appends:  # one append entry per point, in order
+                rows[row][b"t:" + codec.APPEND_QUALIFIER] = (
+                    rows[row].get(b"t:" + codec.APPEND_QUALIFIER, b"") + qualifier + raw)
+            else:
+                rows[row][b"t:" + qualifier] = raw
+        self.store_rows(rows, compact_rows)
+
+    # --- points one by one (tests, the demo data) ----------------------------------------
 
     def write(self, points: Sequence[DataPoint], compact_rows: bool = False) -> list[str | None]:
         """Write the valid points; return one error message (or None) per point, in order.
 
-        Write-filter plugins see each point first, publisher plugins the stored ones after.
-
         :param compact_rows: write the points a batch has for one hour row as one compacted
-            column instead of single cells (the bulk importer's fast path: the bytes are what
-            compaction would produce, and later cells of that hour merge with it as usual).
+            column instead of single cells (the bytes compaction would produce; later
+            cells of that hour merge with it as usual).
         """
-        return plugin_points(self.tsdb.plugins, points,
-                             lambda valid: self._write_points(valid, compact_rows))
+        batch = PointBatch.of(points)
+        self.write_batch(batch, compact_rows)
+        return [None if error is None else error.message for error in batch.errors]
 
-    def _write_points(self, points: Sequence[DataPoint],
-                      compact_rows: bool) -> list[str | None]:
-        errors: list[str | None] = []
-        cells: list[tuple[bytes, bytes, bytes]] = []
-        for point in points:
-            try:
-                cells.append(self.cell(point))
-                errors.append(None)
-            except StorageError:
-                raise  # the store failed, not the point: the whole request fails (500/503)
-            except TsdbError as exc:
-                errors.append(exc.message)
-        self.store_cells(cells, compact_rows)
-        return errors
-
-    def cell(self, point: DataPoint) -> tuple[bytes, bytes, bytes]:
-        """``(row_key, qualifier, value)`` of one point (qualifier is the append column in
-        append mode, and value then the append entry)."""
-        return self.cell_in_series(self.row_template(point.metric, point.tags),
-                                   point.timestamp, point.value)
-
-    def cell_in_series(self, template: bytes, timestamp: int,
-                       value: Value) -> tuple[bytes, bytes, bytes]:
-        """:meth:`cell` for a series whose :meth:`row_template` the caller already has."""
+    def cell_in_series(self, template: bytes, timestamp: int, value: Value) -> Cell:
+        """``(row_key, qualifier, value)`` of one point of a series whose template the caller
+        has (the qualifier is the append column in append mode, the value its entry)."""
         base_time_s, qualifier, value_bytes = codec.point_cell(timestamp, value)
         row = self.row_for(template, base_time_s)
         if self.appends:
@@ -156,67 +172,85 @@ class PointWriter:
         return (template[: self._time_offset] + base_time_s.to_bytes(4, "big")
                 + template[self._time_offset + 4:])
 
-    def store_cells(self, cells: Sequence[tuple[bytes, bytes, bytes]],
-                    compact_rows: bool = False) -> None:
-        if not cells:
+    def store_cells(self, cells: Sequence[Cell], compact_rows: bool = False) -> None:
+        """Store ``(row, qualifier, value)`` cells (qualifier: the append column in append
+        mode, value its entry)."""
+        rows: dict[bytes, dict[bytes, bytes]] = {}
+        for row, qualifier, value in cells:
+            column = b"t:" + qualifier
+            row_cells = rows.setdefault(row, {})
+            row_cells[column] = row_cells.get(column, b"") + value if self.appends else value
+        self.store_rows(rows, compact_rows)
+
+    def store_rows(self, rows: dict[bytes, dict[bytes, bytes]], compact_rows: bool = False
+                   ) -> None:
+        """Write ``{row: {b"t:" + qualifier: value}}`` (appended to in append mode)."""
+        if not rows:
             return
         table = self.tsdb.data_table()
         if self.appends:
-            entries: dict[bytes, bytes] = {}
-            for row, _, entry in cells:
-                entries[row] = entries.get(row, b"") + entry
-            for row, entry in entries.items():
-                table.append(row, b"t:" + codec.APPEND_QUALIFIER, entry)
+            for row, row_cells in rows.items():
+                for column, entry in row_cells.items():
+                    table.append(row, column, entry)
             return
-        rows: dict[bytes, dict[bytes, bytes]] = {}
-        for row, qualifier, value in cells:
-            rows.setdefault(row, {})[qualifier] = value
         if compact_rows:
             rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
-        table.put_many((row, {b"t:" + q: v for q, v in row_cells.items()})
-                       for row, row_cells in sorted(rows.items()))
+        table.put_many(sorted(rows.items()))
         if self.tsdb.compaction_queue is not None:
             self.tsdb.compaction_queue.add(rows)
 
-    def row_template(self, metric: str, tags: Mapping[str, str]) -> bytes:
-        """The series' row key with a zero base time (the salt does not depend on time)."""
-        key: SeriesKey = (metric, tuple(sorted(tags.items())))
-        template = self._templates.get(key)
-        if template is None:
-            template = self._build_template(metric, tags)
-            self._templates[key] = template
-        return template
+    # --- series: validation and UIDs -----------------------------------------------------
 
-    def _build_template(self, metric: str, tags: Mapping[str, str]) -> bytes:
+    def row_template(self, metric: str, tags: Mapping[str, str],
+                     order: TagPairs | None = None) -> bytes:
+        """The series' row key with a zero base time (the salt does not depend on time).
+
+        Validates the series as ``IncomingDataPoints.checkMetricAndTags`` does (``order``:
+        the tags as received, which decides which bad tag OpenTSDB names first), then
+        resolves its UIDs, assigning none unless every one can be had.
+        """
+        pairs = order if order is not None else tuple(tags.items())
+        self._check_series(metric, pairs)
+        names = [("metrics", metric)] + [("tagk", k) for k in tags] + [("tagv", v)
+                                                                        for v in tags.values()]
+        for kind, name in names:
+            uids = self.tsdb.uids[kind]
+            if uids.find_id(name) is None and not self.config[AUTO_CREATE[kind]]:
+                raise NoSuchUniqueName(kind, name)
+        by_kind = self.tsdb.uids  # metric and tags: the point's, for the UID filter plugins
+        metric_uid = by_kind["metrics"].get_or_create_id(metric, metric, tags)
+        uid_pairs = [(by_kind["tagk"].get_or_create_id(k, metric, tags),
+                      by_kind["tagv"].get_or_create_id(v, metric, tags)) for k, v in tags.items()]
+        return self.tsdb.layout.row_key(metric_uid, 0, uid_pairs)
+
+    def _check_series(self, metric: str, pairs: TagPairs) -> None:
+        tags = dict(pairs)
         max_tags = self.config["tsd.storage.max_tags"]
+        if not tags:
+            raise BadRequestError(f"Need at least one tag (metric={echo(metric)}, tags={{}})")
         if len(tags) > max_tags:
             raise BadRequestError(f"Too many tags: {len(tags)} maximum allowed: {max_tags}, "
-                                  f"tags: {{{', '.join(f'{k}={v}' for k, v in tags.items())}}}")
+                                  f"tags: {java_hashmap_text(pairs)}")
         specials = self.config["tsd.core.tag.allow_specialchars"]
-        validate_name("metric", metric, specials)
-        for tagk, tagv in tags.items():
-            validate_name("tag name", tagk, specials)
-            validate_name("tag value", tagv, specials)
-        metric_uid = self._uid("metrics", metric, "tsd.core.auto_create_metrics", metric, tags)
-        pairs = [(self._uid("tagk", k, "tsd.core.auto_create_tagks", metric, tags),
-                  self._uid("tagv", v, "tsd.core.auto_create_tagvs", metric, tags))
-                 for k, v in tags.items()]
-        return self.tsdb.layout.row_key(metric_uid, 0, pairs)
+        max_bytes = self.config["tsd.core.max_name_bytes"]
+        checks = [("metric name", metric)]
+        for tagk, tagv in java_hashmap_order(pairs):
+            checks += [(f"tag name with value [{echo(tagv)}]", tagk),
+                       (f"tag value with key [{echo(tagk)}]", tagv)]
+        for what, name in checks:
+            size = len(name.encode("utf-8"))
+            if size > max_bytes:
+                raise BadRequestError(f'Invalid {what} ("{echo(name)}"): {size} bytes, more '
+                                      f"than the {max_bytes} allowed (tsd.core.max_name_bytes)")
+            validate_name(what, name, specials)
 
-    def _uid(self, kind: str, name: str, auto_create_key: str, metric: str,
-             tags: Mapping[str, str]) -> bytes:
-        uids = self.tsdb.uids[kind]
-        if self.config[auto_create_key]:
-            return uids.get_or_create_id(name, metric, tags)
-        try:
-            return uids.get_id(name)
-        except NoSuchUniqueName:
-            label = {"metrics": "metric", "tagk": "tagk", "tagv": "tagv"}[kind]
-            raise BadRequestError(f"Unknown {label}") from None
+
+AUTO_CREATE = {"metrics": "tsd.core.auto_create_metrics", "tagk": "tsd.core.auto_create_tagks",
+               "tagv": "tsd.core.auto_create_tagvs"}
 
 
 def _compacted(cells: dict[bytes, bytes]) -> dict[bytes, bytes]:
     if len(cells) < 2:
         return cells
-    compacted = codec.compact_cells(cells.items())
-    return dict([compacted]) if compacted else cells
+    compacted = codec.compact_cells((q[2:], v) for q, v in cells.items())
+    return {b"t:" + compacted[0]: compacted[1]} if compacted else cells

@@ -154,7 +154,9 @@ def test_unknown_endpoint(client: FlaskClient) -> None:
 @pytest.mark.parametrize(("path", "status", "message"), [
     ("/api/v2/query", 501, "Requested API version is greater than the max implemented"),
     ("/api/v9/", 501, "Requested API version is greater than the max implemented"),
-    ("/api/vx/query", 400, "Invalid API version format supplied"),
+    # Only "v" then a digit is a version (HttpQuery.getQueryBaseRoute): "vx" is an endpoint.
+    ("/api/vx/query", 404, "Endpoint not found"),
+    ("/api/v1x/query", 400, "Invalid API version format supplied"),
 ])
 def test_other_api_versions(client: FlaskClient, path: str, status: int, message: str) -> None:
     response = client.get(path)

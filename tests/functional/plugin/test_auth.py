@@ -166,3 +166,54 @@ def test_grafana_requests_work_with_credentials(
     panel = client.open(grafana_requests()[0].url, method="POST",
                         data=grafana_requests()[0].body, headers=headers)
     assert json.loads(panel.get_data())[0]["dps"]  # the data is really there
+
+
+# --- the line protocol ---------------------------------------------------------------------
+
+
+def telnet(client: FlaskClient) -> Any:
+    from app.lineproto.session import TelnetSession
+
+    return TelnetSession(client.application, "127.0.0.1:5555")
+
+
+def send(session: Any, *lines: str) -> str:
+    reply, _ = session.handle_lines([line.encode() for line in lines])
+    return str(reply.decode())
+
+
+def test_line_protocol_needs_auth_first(auth_client: Callable[..., FlaskClient],
+                                        credentials: Credentials) -> None:
+    """OpenTSDB's AuthenticationChannelHandler: until a line authenticates, every line is
+    answered AUTH_FAIL and nothing runs."""
+    client = auth_client()
+    seed(client, credentials)
+    before = snapshot(client)
+    session = telnet(client)
+    put = f"put sys.cpu {NOW_S + 5} 9 host=a"
+    lines = [f"{command} x y" for command in session.commands if command != "exit"]
+    reply = send(session, put, *lines, "auth nope", f"auth read-user {credentials.password}x")
+    assert reply == "AUTH_FAIL\r\n" * (len(lines) + 3)
+    assert snapshot(client) == before
+
+    reader = telnet(client)
+    assert send(reader, f"auth {credentials.tokens['read']}") == "AUTH_SUCCESS\r\n"
+    assert send(reader, put) == ("put: forbidden: read-token has the read role; put needs "
+                                 "write\n")
+    assert send(reader, "version").startswith("pytsd")
+    assert snapshot(client) == before
+
+    writer = telnet(client)
+    reply = send(writer, f"auth write-user {credentials.password}", put, "dropcaches")
+    assert reply == ("AUTH_SUCCESS\r\n"
+                     "dropcaches: forbidden: write-user has the write role; dropcaches needs "
+                     "admin\n")
+    assert snapshot(client) != before  # the put was stored
+    admin = telnet(client)
+    assert send(admin, f"auth {credentials.tokens['admin']}", "dropcaches") == (
+        "AUTH_SUCCESS\r\nCaches dropped.\n")
+
+
+def test_line_protocol_without_auth_is_unchanged(client: FlaskClient) -> None:
+    assert send(telnet(client), f"put sys.cpu {NOW_S} 1 host=a", "dropcaches") == (
+        "Caches dropped.\n")

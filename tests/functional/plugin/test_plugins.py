@@ -19,6 +19,7 @@ from flask.testing import FlaskClient
 from app import create_app
 from app.config import load_config
 from app.errors import TsdbError
+from plugin import hookimpl
 from plugin.manager import PluginHost, PluginLoadError
 from tests.functional.plugin.conftest import NOW_S
 
@@ -110,13 +111,24 @@ def test_third_party_plugin_is_discovered_and_runs(
     errors = {e["datapoint"]["metric"]: e["error"] for e in result["errors"]}
     assert errors == {"spam.x": "Refused by the example filter: spam.x",
                       "explode": "Plugin example failed; see the TSD logs"}
-    assert client.get("/plugin/example/seen").get_json() == ["sys.cpu"]  # stored ones only
+    seen = client.get("/plugin/example/seen").get_json()  # the module's list: one process
+    assert "sys.cpu" in seen and "spam.x" not in seen and "explode" not in seen
     boom = client.post("/plugin/example/boom", json={})
     assert boom.status_code == 500
     assert boom.get_json()["error"]["message"] == "the plugin's view failed"
     stats = {(s["metric"], s["tags"].get("type")): s["value"]
              for s in client.get("/api/stats").get_json()}
     assert stats[("tsd.plugin.errors", "all")] == "1"
+
+
+def test_a_plugin_acts_only_in_the_roles_it_is_named_for(
+        make_client: Callable[[dict[str, Any]], FlaskClient], installed_example: Path) -> None:
+    """OpenTSDB loads a plugin per role: named as an HTTP RPC plugin only, the example's
+    write filter and publisher hooks stay idle."""
+    client = make_client({"tsd.core.plugin_path": str(installed_example),
+                          "tsd.http.rpc.plugins": "example"})
+    assert put(client, point("blocked.x"))["success"] == 1
+    assert "blocked.x" not in client.get("/plugin/example/seen").get_json()
 
 
 def test_unknown_plugin_stops_the_start(tmp_path: Path) -> None:
@@ -276,3 +288,23 @@ def test_webhook_drops_are_counted(make_client: Callable[[dict[str, Any]], Flask
     assert stat(client, "tsd.rtpublisher.webhook.dropped") == 5  # 2 at the queue, 3 at send
     assert stat(client, "tsd.rtpublisher.webhook.sent") == 0
     assert receiver.calls == 2  # one try and one retry
+
+
+class BrokenPublisher:
+    @hookimpl
+    def pytsd_publish_points(self, points: Any) -> None:
+        raise RuntimeError("the sink is gone")
+
+    @hookimpl
+    def pytsd_collect_stats(self) -> Any:
+        raise RuntimeError("no stats either")
+
+
+def test_a_failing_publisher_never_fails_a_write(client: FlaskClient) -> None:
+    client.application.extensions["tsdb"].plugins.add("broken", BrokenPublisher())
+    assert client.post("/api/put", json=point("sys.cpu")).status_code == 204
+    assert client.get(f"/api/query?start={NOW_S - 1}&m=sum:sys.cpu").get_json()[0]["dps"]
+    stats = client.get("/api/stats")
+    assert stats.status_code == 200
+    # The publish and the first /api/stats (the count is read before the stats hooks run).
+    assert stat(client, "tsd.plugin.errors") == 2

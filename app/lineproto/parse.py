@@ -1,0 +1,127 @@
+"""Parsing ``put`` lines into a :class:`~app.tsdb.points.PointBatch` (pure: no IO, no Flask).
+
+``put <metric> <timestamp> <value> <tagk=tagv> ...`` as ``PutDataPointRpc.importDataPoint``
+reads it, in its order and with its messages: too few words, the timestamp (seconds or
+milliseconds; dots are dropped, so ``1356998400.123`` is milliseconds), the tags
+(``Tags.parse``), then the value (``Tags.parseLong`` when it has no ``.eE``, else a
+double). Words are separated by any run of whitespace (OpenTSDB: exactly one space).
+"""
+
+from __future__ import annotations
+
+import re
+
+from app.errors import BadRequestError
+from app.tsdb.points import PointBatch, TagPairs, Value, echo, java_hashmap_text
+
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+FAST_DIGITS = 18  # an unsigned run of at most 18 digits always fits a long
+DOUBLE_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?")
+MAX_CACHED_SERIES = 100_000
+
+
+class InvalidValue(BadRequestError):
+    """Java's ``NumberFormatException``: OpenTSDB answers ``put: invalid value: ...``."""
+
+
+def parse_long(text: str) -> int:
+    """``Tags.parseLong``: an optionally signed run of ASCII digits that fits a long."""
+    if not text:
+        raise InvalidValue("Empty string")
+    digits = text[1:] if text[0] in "+-" else text
+    if text[0] in "+-" and not digits:
+        raise InvalidValue(f"Just a sign, no value: {echo(text)}")
+    if len(digits) > 19:
+        raise InvalidValue(f"Value too long: {echo(text)}")
+    for char in digits:
+        if not "0" <= char <= "9":
+            raise InvalidValue(f"Invalid character '{char}' in {echo(text)}")
+    value = int(text)
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise InvalidValue(f"Overflow in {echo(text)}")
+    return value
+
+
+def parse_double(text: str) -> float:
+    """``Double.parseDouble`` of decimal text (Java's message when it is not a number)."""
+    if not DOUBLE_TEXT.fullmatch(text):
+        raise InvalidValue(f'For input string: "{echo(text)}"')
+    return float(text.rstrip("fFdD"))
+
+
+def parse_tags(words: list[str]) -> TagPairs:
+    """``Tags.parse`` of each word: ``invalid tag`` / ``duplicate tag`` as OpenTSDB says."""
+    tags: dict[str, str] = {}
+    for word in words:
+        tagk, sep, tagv = word.partition("=")
+        if not sep or not tagk or not tagv or "=" in tagv:
+            raise BadRequestError(f"invalid tag: {echo(word)}")
+        if tags.get(tagk, tagv) != tagv:
+            raise BadRequestError(f"duplicate tag: {echo(word)}, "
+                                  f"tags={java_hashmap_text(tuple(tags.items()))}")
+        tags[tagk] = tagv
+    return tuple(tags.items())
+
+
+def parse_value(text: str, metric: str, timestamp: int) -> Value:
+    """A long when the text has no ``.eE`` (``Tags.looksLikeInteger``), else a double."""
+    if "." in text or "e" in text or "E" in text:
+        value = parse_double(text)
+        if value in (float("inf"), float("-inf")):
+            java = "Infinity" if value > 0 else "-Infinity"
+            raise BadRequestError(f"value is NaN or Infinite: {java} for metric="
+                                  f"{echo(metric)} timestamp={timestamp}")
+        return value
+    return parse_long(text)
+
+
+class PutParser:
+    """Parses ``put`` lines; remembers each series' parsed tags across blocks (bounded)."""
+
+    def __init__(self) -> None:
+        self._tags: dict[tuple[str, ...], TagPairs | BadRequestError] = {}
+
+    def add(self, words: list[str], batch: PointBatch) -> None:
+        """Add the point of one split ``put`` line to ``batch`` (or its error)."""
+        try:
+            self._add(words, batch)
+        except BadRequestError as exc:
+            batch.reject(exc)
+
+    def _add(self, words: list[str], batch: PointBatch) -> None:
+        if len(words) < 5:
+            raise BadRequestError(f"not enough arguments (need least 4, got {len(words) - 1})")
+        metric, ts_text, value_text = words[1], words[2], words[3]
+        if ts_text.isascii() and ts_text.isdigit() and len(ts_text) <= FAST_DIGITS:
+            timestamp = int(ts_text)
+        else:
+            timestamp = parse_long(ts_text.replace(".", ""))
+        if timestamp <= 0:
+            raise BadRequestError(f"invalid timestamp: {timestamp}")
+        key = (metric, *words[4:])
+        tags = self._tags.get(key)
+        if tags is None:
+            tags = self._parse_tags(key)
+        if isinstance(tags, BadRequestError):
+            raise tags
+        if value_text.isascii() and value_text.isdigit() and len(value_text) <= FAST_DIGITS:
+            value: Value = int(value_text)
+        else:
+            value = parse_value(value_text, metric, timestamp)
+        # PointBatch.add, inlined: this runs once per line.
+        if key not in batch.series:
+            batch.series[key] = (metric, tags)
+        batch.series_of.append(key)
+        batch.timestamps.append(timestamp)
+        batch.values.append(value)
+        batch.errors.append(None)
+
+    def _parse_tags(self, key: tuple[str, ...]) -> TagPairs | BadRequestError:
+        if len(self._tags) >= MAX_CACHED_SERIES:
+            self._tags.clear()
+        try:
+            tags: TagPairs | BadRequestError = parse_tags(list(key[1:]))
+        except BadRequestError as exc:
+            tags = exc
+        self._tags[key] = tags
+        return tags

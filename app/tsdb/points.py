@@ -1,0 +1,186 @@
+"""Points on their way in: parsing of values and timestamps, and the columnar batch.
+
+``/api/put`` and the line protocol parse their input into a :class:`PointBatch` (one entry
+per input point, an error message for each rejected one); :class:`~app.tsdb.writer.PointWriter`
+validates its series, resolves UIDs and stores the rest in bulk. Pure: no Flask, no storage.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from app.errors import BadRequestError, TsdbError
+
+MAX_MS_TIMESTAMP = 9_999_999_999_999
+LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
+INTEGER_TEXT = re.compile(r"[+-]?\d+")
+ECHO_CHARS = 256  # the most of one name an error message repeats back
+
+Value = int | float
+TagPairs = tuple[tuple[str, str], ...]
+
+
+@dataclass(frozen=True)
+class DataPoint:
+    """A validated point: ``timestamp`` in seconds or milliseconds (OpenTSDB's SECOND_MASK rule)."""
+
+    metric: str
+    timestamp: int
+    value: Value
+    tags: Mapping[str, str]
+
+
+def parse_value(raw: Any) -> Value:
+    """OpenTSDB's value rules: integer text without ``.eE`` is a long, anything else a double."""
+    if isinstance(raw, bool):
+        raise BadRequestError("Unable to parse value to a number")
+    if isinstance(raw, int):
+        if not LONG_MIN <= raw <= LONG_MAX:
+            raise BadRequestError("Unable to parse value to a number")
+        return raw
+    if isinstance(raw, float):
+        if math.isnan(raw) or math.isinf(raw):
+            raise BadRequestError("Unable to parse value to a number")
+        return raw
+    return parse_value_text(str(raw).strip())
+
+
+def parse_value_text(text: str) -> Value:
+    """The text form of :func:`parse_value` (``Tags.looksLikeInteger``: no ``.eE``)."""
+    try:
+        if "." in text or "e" in text or "E" in text or not INTEGER_TEXT.fullmatch(text):
+            number = float(text)
+            if math.isnan(number) or math.isinf(number):
+                raise ValueError(text)
+            return number
+        value = int(text)
+    except ValueError:
+        raise BadRequestError("Unable to parse value to a number") from None
+    if not LONG_MIN <= value <= LONG_MAX:
+        raise BadRequestError("Unable to parse value to a number")
+    return value
+
+
+def parse_timestamp(raw: Any) -> int:
+    """A positive integer (seconds or ms); 'Invalid timestamp' otherwise.
+
+    A positive timestamp beyond OpenTSDB's range is accepted here: the writer rejects it
+    with ``TSDB.addPoint``'s message, which names the point.
+    """
+    if isinstance(raw, bool) or raw is None:
+        raise BadRequestError("Invalid timestamp")
+    try:
+        timestamp = int(raw)
+    except (TypeError, ValueError, OverflowError):  # OverflowError: a JSON Infinity
+        raise BadRequestError("Invalid timestamp") from None
+    if timestamp <= 0:
+        raise BadRequestError("Invalid timestamp")
+    return timestamp
+
+
+def parse_point(raw: Any) -> DataPoint:
+    """Validate one point of a put body, in OpenTSDB's order and with its messages."""
+    if not isinstance(raw, Mapping):
+        raise BadRequestError("Unable to parse the given JSON", "A data point must be an object")
+    metric = raw.get("metric")
+    if not metric or not isinstance(metric, str):
+        raise BadRequestError("Metric name was empty")
+    timestamp = parse_timestamp(raw.get("timestamp"))
+    if raw.get("value") is None or raw.get("value") == "":
+        raise BadRequestError("Empty value")
+    tags = raw.get("tags")
+    if not tags or not isinstance(tags, Mapping):
+        raise BadRequestError("Missing tags")
+    value = parse_value(raw["value"])
+    return DataPoint(metric, timestamp, value, {str(k): str(v) for k, v in tags.items()})
+
+
+@dataclass
+class PointBatch:
+    """The points of one request or block of lines, in input order.
+
+    ``series_of[i]`` names point i's series: a key into ``series`` (any hashable text the
+    parser finds cheap, e.g. the line's metric and tag words), whose value is the metric and
+    the tags in input order. A point with ``errors[i]`` set is rejected and stores nothing.
+
+    :param wide_floats: floats take 8 bytes (HTTP ``/api/put``); else 4 where they fit
+        (the telnet ``put`` and ``pytsd import``), as OpenTSDB writes each path.
+    """
+
+    wide_floats: bool = False
+    series: dict[Any, tuple[str, TagPairs]] = field(default_factory=dict)
+    series_of: list[Any] = field(default_factory=list)
+    timestamps: list[int] = field(default_factory=list)
+    values: list[Value] = field(default_factory=list)
+    errors: list[TsdbError | None] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.errors)
+
+    def add(self, key: Any, metric: str, tags: TagPairs, timestamp: int, value: Value) -> None:
+        if key not in self.series:
+            self.series[key] = (metric, tags)
+        self.series_of.append(key)
+        self.timestamps.append(timestamp)
+        self.values.append(value)
+        self.errors.append(None)
+
+    def reject(self, error: TsdbError) -> None:
+        self.series_of.append(None)
+        self.timestamps.append(0)
+        self.values.append(0)
+        self.errors.append(error)
+
+    @classmethod
+    def of(cls, points: Sequence[DataPoint], wide_floats: bool = False) -> PointBatch:
+        batch = cls(wide_floats)
+        for point in points:
+            tags = tuple(point.tags.items())
+            batch.add((point.metric, tags), point.metric, tags, point.timestamp, point.value)
+        return batch
+
+
+# --- OpenTSDB's message texts: Java's toString of what it names ---------------------------
+
+
+def java_hashmap_order(pairs: TagPairs) -> list[tuple[str, str]]:
+    """The tags in the order a Java ``HashMap`` filled in this order iterates them.
+
+    Java iterates a HashMap by bucket (``(h ^ h >>> 16) & (capacity - 1)`` of
+    ``String.hashCode``), then by insertion; the capacity starts at 16 and doubles past
+    a load factor of 0.75. OpenTSDB's messages list tags, and check them, in this order.
+    """
+    unique = dict(pairs)
+    capacity = 16
+    while len(unique) > capacity * 0.75:
+        capacity *= 2
+    return sorted(unique.items(), key=lambda kv: _java_bucket(kv[0], capacity))
+
+
+def java_hashmap_text(pairs: TagPairs) -> str:
+    """``HashMap.toString()`` of tags inserted in this order: ``{k1=v1, k2=v2}``."""
+    return "{" + ", ".join(f"{echo(k)}={echo(v)}" for k, v in java_hashmap_order(pairs)) + "}"
+
+
+def _java_bucket(text: str, capacity: int) -> int:
+    units = text.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
+    h = 0
+    for i in range(0, len(units), 2):
+        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
+    return (h ^ (h >> 16)) & (capacity - 1)
+
+
+def java_bytes_text(raw: bytes) -> str:
+    """``Arrays.toString(byte[])``: signed bytes, ``[63, -8, 0, 0]``."""
+    return "[" + ", ".join(str(b - 256 if b > 127 else b) for b in raw) + "]"
+
+
+def echo(name: str) -> str:
+    """A name as an error message repeats it: at most ``ECHO_CHARS`` characters."""
+    if len(name) <= ECHO_CHARS:
+        return name
+    return f"{name[:ECHO_CHARS]}... ({len(name)} characters)"
