@@ -30,7 +30,8 @@ LABEL org.opencontainers.image.title="pytsd" \
 ENV PATH=/opt/venv/bin:$PATH \
     PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
-    TSD_STORAGE=sqlite:////data/pytsd.db
+    TSD_STORAGE=sqlite:////data/pytsd.db \
+    TSD_NETWORK_BIND=0.0.0.0
 # A fixed uid so volume ownership is predictable across rebuilds; a named volume mounted on
 # /data (the embedded store) inherits the owner set here.
 RUN groupadd --system --gid 10001 pytsd \

@@ -53,15 +53,10 @@ main.add_command(auth_group)  # `pytsd auth ...`: the credentials of the auth pl
 @click.option("--port", type=int, default=None, help="Port (tsd.network.port).")
 @click.option("--workers", type=int, default=None, help="Gunicorn workers.")
 def serve(bind: str | None, port: int | None, workers: int | None) -> None:
-    """Serve the HTTP API with gunicorn."""
-    config = load_config()
-    address = f"{bind or config['tsd.network.bind']}:{port or config['tsd.network.port']}"
-    workers = workers or config["tsd.network.worker_threads"]
-    argv = [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", address,
-            "--workers", str(workers), "--timeout", "120", "--access-logfile", "-"]
-    click.echo(f"pytsd serving on http://{address} with {workers} workers "
-               f"(storage: {config['tsd.storage']})")
-    os.execv(sys.executable, argv)
+    """Serve the HTTP API and the line protocol with gunicorn (docs/serving.md)."""
+    from app.server.launch import serve as run_server
+
+    sys.exit(run_server(bind, port, workers, echo=click.echo))
 
 
 @main.command("create-tables")

@@ -154,6 +154,58 @@ SETTINGS: dict[str, Setting] = {
     "tsd.uid.lru.id.size": Setting(
         1_000_000, int, "Most UID-to-name entries each UID kind caches per process."
     ),
+    # The serving model (app/server/, docs/serving.md).
+    "tsd.core.socket.timeout": Setting(
+        300, int,
+        "Seconds a line-protocol connection may stay idle before it is closed (0 = never). "
+        "OpenTSDB's default is 0; pytsd's is 300 so silent connections cannot pile up.",
+    ),
+    "tsd.core.connections.limit": Setting(
+        1000, int,
+        "Open connections per worker process (0 = no limit); beyond it a new connection is "
+        "answered 503 and closed. OpenTSDB counts per TSD and defaults to 0.",
+    ),
+    "tsd.http.request.max_body_bytes": Setting(
+        32 * 1024 * 1024, int,
+        "pytsd: largest raw HTTP request body, in bytes, as sent (413 beyond, answered before "
+        "the body is read when `Content-Length` announces it).",
+    ),
+    "tsd.http.request.max_line_bytes": Setting(
+        8192, int, "pytsd: longest HTTP request line (method, URL, version), 414 beyond."
+    ),
+    "tsd.http.request.max_header_bytes": Setting(
+        16384, int, "pytsd: most bytes of HTTP request headers, 431 beyond."
+    ),
+    "tsd.http.request.head_timeout_s": Setting(
+        10.0, float,
+        "pytsd: seconds from a request's first byte until its head (request line and headers) "
+        "must be complete, 408 beyond.",
+    ),
+    "tsd.http.request.body_timeout_s": Setting(
+        60.0, float,
+        "pytsd: seconds to receive a request body once its head is in (408 beyond); also the "
+        "most a client may take to read a response.",
+    ),
+    "tsd.http.keepalive_timeout_s": Setting(
+        15.0, float, "pytsd: seconds an idle HTTP keep-alive connection is kept open."
+    ),
+    "tsd.server.threads": Setting(
+        4, int, "pytsd: threads per worker running ordinary requests and line-protocol commands."
+    ),
+    "tsd.server.heavy_threads": Setting(
+        2, int,
+        "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`); "
+        "a small number keeps light requests quick while numpy holds the GIL.",
+    ),
+    "tsd.network.telnet_port": Setting(
+        0, int,
+        "pytsd: a second port that speaks only the line protocol (0 = none). The main port "
+        "serves both HTTP and the line protocol, told apart by the first byte.",
+    ),
+    "tsd.server.queue_limit": Setting(
+        256, int,
+        "pytsd: HTTP requests per worker waiting for a thread; beyond it the answer is 503.",
+    ),
     "tsd.http.query.allow_delete": Setting(
         False, parse_bool,
         "OpenTSDB 2.4's name for `tsd.query.allow_delete` (`DELETE /api/query`); either "

@@ -10,7 +10,7 @@ from app.api import bp
 from app.api.body import has_param, json_body
 from app.api.stats import record_points_written
 from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
-from app.tsdb.points import ECHO_CHARS, PointBatch, parse_point
+from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_point
 from app.tsdb.writer import PointWriter
 
 UID_KIND_LABELS = {"metrics": "metric", "tagk": "tagk", "tagv": "tagv"}
@@ -37,13 +37,7 @@ def put() -> Response:
     # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
     batch = PointBatch(wide_floats=True)
     for raw in raw_points:
-        try:
-            point = parse_point(raw)
-        except TsdbError as exc:
-            batch.reject(exc)
-            continue
-        tags = tuple(point.tags.items())
-        batch.add((point.metric, tags), point.metric, tags, point.timestamp, point.value)
+        add_json_point(batch, raw)
     record_points_written(get_writer().write_batch(batch))
     return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
 

@@ -25,7 +25,7 @@ from app.api.put import writer_of
 from app.api.stats import collect, record_points_written
 from app.errors import NoSuchUniqueName, StorageError, TsdbError
 from app.lineproto.parse import InvalidValue, PutParser
-from app.tsdb.points import PointBatch, echo
+from app.tsdb.points import PointBatch
 from plugin.telnet import TelnetGate
 
 LOG = logging.getLogger(__name__)
@@ -94,7 +94,8 @@ class TelnetSession:
         return [_put_error(error) for error in batch.errors if error is not None]
 
     def _unknown(self, words: list[str]) -> str:
-        return f"unknown command: {echo(words[0])}.  Try `help'.\n"
+        # Echoed whole, as OpenTSDB does: the server's framing bounds a line (1024 bytes).
+        return f"unknown command: {words[0]}.  Try `help'.\n"
 
     def _help(self, words: list[str]) -> str:
         return "available commands: " + "".join(f"{c} " for c in self.commands) + "\n"

@@ -52,6 +52,7 @@ class SqliteStore:
         Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._local = threading.local()
         self._known_tables: set[str] = set()
+        self._group = GroupCommit(self)
         self.connection().executescript(SCHEMA)
 
     def connection(self) -> sqlite3.Connection:
@@ -110,6 +111,59 @@ class SqliteStore:
             self._local.db = None
 
 
+class GroupCommit:
+    """Concurrent ``put_many`` calls of one process share a transaction (and its sync).
+
+    A writer queues its records; the first one to find no commit under way takes every
+    queued batch, writes them in one transaction and wakes their writers, each of which
+    returns (or raises the transaction's error) only once its records are committed. With
+    ``synchronous=FULL`` one disk sync then acknowledges many requests or line blocks.
+    """
+
+    def __init__(self, store: SqliteStore) -> None:
+        self._store = store
+        self._ready = threading.Condition()
+        self._queue: list[_Pending] = []
+        self._writing = False
+
+    def write(self, records: Sequence[tuple[object, ...]]) -> None:
+        mine = _Pending(records)
+        with self._ready:
+            self._queue.append(mine)
+            while not mine.done and self._writing:
+                self._ready.wait()
+            if mine.done:
+                mine.raise_error()
+                return
+            self._writing = True
+            group, self._queue = self._queue, []
+        error: BaseException | None = None
+        try:
+            with self._store.transaction() as db:
+                for pending in group:
+                    db.executemany("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
+                                   pending.records)
+        except BaseException as exc:  # every writer of the group learns it failed
+            error = exc
+        with self._ready:
+            for pending in group:
+                pending.done, pending.error = True, error
+            self._writing = False
+            self._ready.notify_all()
+        mine.raise_error()
+
+
+class _Pending:
+    def __init__(self, records: Sequence[tuple[object, ...]]) -> None:
+        self.records = records
+        self.done = False
+        self.error: BaseException | None = None
+
+    def raise_error(self) -> None:
+        if self.error is not None:
+            raise self.error
+
+
 class SqliteTable:
     """One HBase table inside a :class:`SqliteStore`."""
 
@@ -161,8 +215,7 @@ class SqliteTable:
         ts = now_ms()
         records = [(self.name, row, *_split_qualified(col), value, ts)
                    for row, data in puts for col, value in data.items()]
-        with self.store.transaction() as db:
-            db.executemany("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)", records)
+        self.store._group.write(records)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = _split_qualified(column)

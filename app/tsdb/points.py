@@ -99,6 +99,32 @@ def parse_point(raw: Any) -> DataPoint:
     return DataPoint(metric, timestamp, value, {str(k): str(v) for k, v in tags.items()})
 
 
+def add_json_point(batch: PointBatch, raw: Any) -> None:
+    """One point of a put body into ``batch``: :func:`parse_point`'s checks and messages.
+
+    The common shape (a string metric, an integer timestamp, a finite number, string tags)
+    is taken as it is; anything else goes through :func:`parse_point`.
+    """
+    if type(raw) is dict:
+        metric, timestamp, value, tags = (raw.get("metric"), raw.get("timestamp"),
+                                          raw.get("value"), raw.get("tags"))
+        if (type(metric) is str and metric and type(timestamp) is int and timestamp > 0
+                and type(tags) is dict and tags
+                and (type(value) is int and LONG_MIN <= value <= LONG_MAX
+                     or type(value) is float and math.isfinite(value))
+                and all(type(k) is str and type(v) is str for k, v in tags.items())):
+            pairs = tuple(tags.items())
+            batch.add((metric, pairs), metric, pairs, timestamp, value)
+            return
+    try:
+        point = parse_point(raw)
+    except TsdbError as exc:
+        batch.reject(exc)
+        return
+    pairs = tuple(point.tags.items())
+    batch.add((point.metric, pairs), point.metric, pairs, point.timestamp, point.value)
+
+
 @dataclass
 class PointBatch:
     """The points of one request or block of lines, in input order.

@@ -9,11 +9,12 @@ encodes the accepted points' cells with numpy and stores them in one write (:met
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable, Mapping, Sequence
 
 import numpy as np
 
-from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
+from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
 from app.storage.codec_bulk import encode_points
 from app.tsdb import TSDB
@@ -46,7 +47,7 @@ def bad_timestamp(metric: str, tags: TagPairs, timestamp: int, value: Value,
                   wide_floats: bool) -> BadRequestError:
     """``TSDB.checkTimestampAndTags``'s message, naming the value bytes and the series."""
     if isinstance(value, float) and wide_floats:
-        flags, raw = codec.FLAG_FLOAT | 0x7, np.float64(value).astype(">f8").tobytes()
+        flags, raw = codec.FLAG_FLOAT | 0x7, struct.pack(">d", value)
     else:
         flags, raw = codec.encode_value(value)
     return BadRequestError(f"bad timestamp={timestamp} when trying to add value="
@@ -110,6 +111,8 @@ class PointWriter:
                 metric, tags = batch.series[key]
                 try:
                     template = cache[key] = self.row_template(metric, dict(tags), tags)
+                except StorageError:
+                    raise  # the store failed, not the series: the whole batch fails (503)
                 except TsdbError as exc:
                     refused[key] = exc
                     continue

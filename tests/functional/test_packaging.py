@@ -150,8 +150,16 @@ def test_datasource_url_is_the_pytsd_service_port() -> None:
     assert url.scheme == "http" and url.hostname == "pytsd"
     assert url.port in container_ports(service(COMPOSE, "pytsd"))
     assert url.port == int(dict(instructions(ROOT / "Dockerfile"))["EXPOSE"])
-    bind = runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"]
-    assert bind == f"0.0.0.0:{url.port}"
+    final = instructions(ROOT / "Dockerfile")
+    image_env = dict(line.split("=", 1) for v in values(final, "ENV") for line in v.split())
+    assert image_env["TSD_NETWORK_BIND"] == "0.0.0.0"  # the default, 127.0.0.1, is unreachable
+    assert service(COMPOSE, "pytsd")["environment"]["TSD_NETWORK_BIND"] == "0.0.0.0"
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("TSD_NETWORK_BIND", image_env["TSD_NETWORK_BIND"])
+        patch.delenv("TSD_NETWORK_PORT", raising=False)
+        patch.delenv("GUNICORN_BIND", raising=False)
+        bind = runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"]
+    assert bind == [f"0.0.0.0:{url.port}"]
 
 
 def test_datasource_settings_are_numbers() -> None:
@@ -307,6 +315,14 @@ def test_gunicorn_settings() -> None:
     assert conf["workers"] >= 1 and conf["timeout"] >= 30
     assert conf["accesslog"] == "-" and conf["errorlog"] == "-"
     assert conf["preload_app"] is False  # per-worker HBase connections
+    assert conf["worker_class"] == "app.server.worker.TsdWorker"
+    assert conf["control_socket_disable"] is True  # no fixed path shared between instances
+
+
+def test_gunicorn_binds_loopback_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("TSD_NETWORK_BIND", "TSD_NETWORK_PORT", "GUNICORN_BIND", "TSD_CONFIG"):
+        monkeypatch.delenv(name, raising=False)
+    assert runpy.run_path(str(ROOT / "gunicorn.conf.py"))["bind"] == ["127.0.0.1:4242"]
 
 
 @pytest.mark.parametrize("dockerfile", ["Dockerfile", "scripts/hbase/Dockerfile"])

@@ -160,3 +160,69 @@ def test_append_mode_writes_one_column_per_row(tsd_config: dict[str, Any]) -> No
     assert app.test_client().post("/api/put", data=json.dumps(points)).status_code == 204
     # Append column 0x050000 holds qualifier+value pairs: 0000 00, 0010 01.
     assert data_cells(tsdb) == [("00000150473EC0000001000001", "743A050000", "0000000010" + "01")]
+
+
+@pytest.mark.parametrize(("point", "message"), [
+    # TSDB.checkTimestampAndTags names the value's bytes/flags and the series (HashMap order).
+    ({**NICE, "metric": "ds.x", "timestamp": 13570848000000, "value": 1,
+      "tags": {"a": "b"}},
+     "bad timestamp=13570848000000 when trying to add value=[1]/0 to metric=ds.x, tags={a=b}"),
+    ({**NICE, "timestamp": 13570848000000, "value": 1.5, "tags": {"dc": "x", "host": "a"}},
+     "bad timestamp=13570848000000 when trying to add value=[63, -8, 0, 0, 0, 0, 0, 0]/15 "
+     "to metric=sys.cpu.nice, tags={host=a, dc=x}"),
+    ({**NICE, "metric": "ds x"}, 'Invalid metric name ("ds x"): illegal character:  '),
+    ({**NICE, "tags": {"h st": "a"}},
+     'Invalid tag name with value [a] ("h st"): illegal character:  '),
+    ({**NICE, "tags": {"host": "a!"}},
+     'Invalid tag value with key [host] ("a!"): illegal character: !'),
+])
+def test_opentsdb_messages(client: FlaskClient, point: dict[str, Any], message: str) -> None:
+    response = post(client, point, "?details")
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["error"] == message
+
+
+def test_long_names_are_refused_without_echoing_them(client: FlaskClient, tsdb: TSDB) -> None:
+    huge = "m" * 2_000_000
+    response = post(client, [{**NICE, "metric": huge}, {**NICE, "tags": {"host": huge}},
+                             {**NICE, "metric": "m" * 1024}], "?details")
+    assert response.status_code == 400
+    assert len(response.data) < 10_000
+    body = response.get_json()
+    assert (body["success"], body["failed"]) == (1, 2)
+    assert body["errors"][0]["error"].startswith('Invalid metric name ("mmm')
+    assert body["errors"][0]["error"].endswith(
+        "(2000000 characters)\"): 2000000 bytes, more than the 1024 allowed "
+        "(tsd.core.max_name_bytes)")
+    assert "tag value with key [host]" in body["errors"][1]["error"]
+    names = {row for row, _ in tsdb.uid_table().scan()}
+    assert b"m" * 1024 in names and not any(len(name) > 1024 for name in names)
+
+
+def test_a_refused_batch_assigns_no_uids(make_client: Any, tsd_config: dict[str, Any]) -> None:
+    client = make_client({"tsd.core.auto_create_tagvs": False})
+    points = [{**NICE, "metric": "new.metric", "tags": {"newtagk": "unknown-value"}},
+              {**NICE, "metric": "other.metric", "timestamp": 13570848000000},
+              {**NICE, "metric": "third.metric", "tags": {"new.key": "bad value"}},
+              {**NICE, "metric": "fourth", "tags": {f"k{i}": "v" for i in range(9)}}]
+    response = post(client, points, "?details")
+    assert response.get_json()["failed"] == 4
+    assert [e["error"] for e in response.get_json()["errors"]][0] == "Unknown tagv"
+    tsdb: TSDB = client.application.extensions["tsdb"]
+    assert list(tsdb.uid_table().scan()) == []
+
+
+def test_only_accepted_series_get_uids(client: FlaskClient, tsdb: TSDB) -> None:
+    response = post(client, [{**NICE, "metric": "good", "tags": {"host": "a"}},
+                             {**NICE, "metric": "bad", "tags": {"host": "b!"}}], "?details")
+    assert response.get_json()["failed"] == 1
+    forward = {row for row, cells in tsdb.uid_table().scan() if b"id:metrics" in cells
+               or b"id:tagk" in cells or b"id:tagv" in cells}
+    assert forward == {b"\x00", b"good", b"host", b"a"}
+
+
+@pytest.mark.parametrize("path", ["/api/put/", "/API/Put", "/api/v1/put/"])
+def test_opentsdb_routes_put(client: FlaskClient, tsdb: TSDB, path: str) -> None:
+    response = client.post(path, data=json.dumps(NICE))
+    assert response.status_code == 204
+    assert len(data_cells(tsdb)) == 1

@@ -1,0 +1,191 @@
+"""One HTTP/1.1 connection: read each request completely, run the app, write the answer.
+
+Nothing reaches the app before its request is complete (nginx-style buffering), so a slow
+client costs a coroutine and its buffer, never a thread. h11 parses and frames (it rejects
+malformed request lines, conflicting lengths, bad chunking); this module adds the limits,
+the deadlines and OpenTSDB's JSON for every error the server answers by itself.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Protocol
+
+import h11
+
+from app.server.errors import HttpError, error_response
+from app.server.framing import find_head_end
+from app.server.settings import READ_BLOCK_BYTES, ServerLimits, is_heavy
+from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
+
+
+class Connection(Protocol):
+    """What the protocol handlers need of a connection (see worker.Conn)."""
+
+    reader: asyncio.StreamReader
+    writer: asyncio.StreamWriter
+    peer: tuple[str, int]
+    server: tuple[str, int]
+    idle: bool
+
+
+class Context(Protocol):
+    """What the protocol handlers need of the worker (see worker.TsdWorker)."""
+
+    limits: ServerLimits
+    closing: bool
+
+    async def run_request(self, heavy: bool, environ: dict[str, object]) -> Reply: ...
+
+    def access(self, peer: str, request: Request, status: int, size: int,
+               duration_s: float) -> None: ...
+
+
+async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
+    """Serve requests on ``conn`` until either side closes; ``buffer`` holds bytes already read."""
+    limits = ctx.limits
+    while True:
+        try:
+            if not buffer:
+                buffer = await _wait_first_byte(conn, limits.keepalive_timeout_s)
+                if not buffer:
+                    return  # closed, or idle past the keep-alive timeout: close silently
+            parsed, buffer = await _read_request(conn, buffer, limits)
+            if parsed is None:
+                return  # the client went away mid-request: nobody to answer
+            request, parser = parsed
+        except HttpError as exc:
+            await _send(conn, error_response(exc.code, exc.message, exc.details), limits)
+            return
+        started = time.perf_counter()
+        reply = await _dispatch(conn, request, ctx)
+        keep_alive = await _write_reply(conn, parser, request, reply, ctx)
+        ctx.access(conn.peer[0], request, reply.status, len(reply.body),
+                   time.perf_counter() - started)
+        if not keep_alive or ctx.closing:
+            return
+
+
+async def _wait_first_byte(conn: Connection, timeout_s: float) -> bytes:
+    conn.idle = True
+    try:
+        return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
+    except (TimeoutError, ConnectionError):
+        return b""
+    finally:
+        conn.idle = False
+
+
+async def _read_request(
+    conn: Connection, buffer: bytes, limits: ServerLimits
+) -> tuple[tuple[Request, h11.Connection] | None, bytes]:
+    """The next complete request and the parser that frames its response, and the bytes after it."""
+    deadline = time.monotonic() + limits.head_timeout_s
+    while (end := find_head_end(buffer, limits.max_line_bytes, limits.max_header_bytes)) < 0:
+        data = await _read(conn, deadline, "head", limits.head_timeout_s)
+        if not data:
+            return None, b""
+        buffer += data
+    parser = h11.Connection(h11.SERVER, max_incomplete_event_size=end + 1)
+    parser.receive_data(buffer)
+    event = _next_event(parser)
+    if not isinstance(event, h11.Request):  # find_head_end saw a complete head
+        raise HttpError(400, "Bad Request", "Malformed request head")
+    if event.http_version not in (b"1.0", b"1.1"):
+        raise HttpError(400, "Bad Request",
+                        f"Unsupported HTTP version {event.http_version.decode('ascii')}")
+    _check_length(event, limits.max_body_bytes)
+    body = await _read_body(conn, parser, limits)
+    request = Request(event.method.decode("ascii"), event.target,
+                      event.http_version.decode("ascii"), list(event.headers), body)
+    return (request, parser), parser.trailing_data[0]
+
+
+def _next_event(parser: h11.Connection) -> object:
+    try:
+        return parser.next_event()
+    except h11.RemoteProtocolError as exc:
+        raise HttpError(400, "Bad Request", str(exc)) from exc
+
+
+def _check_length(event: h11.Request, max_body_bytes: int) -> None:
+    for name, value in event.headers:
+        if name == b"content-length" and int(value) > max_body_bytes:
+            raise HttpError(413, "Request Entity Too Large",
+                            f"The body is {int(value)} bytes; the limit is {max_body_bytes}")
+
+
+async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits) -> bytes:
+    deadline = time.monotonic() + limits.body_timeout_s
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        event = _next_event(parser)
+        if event is h11.NEED_DATA:
+            if parser.they_are_waiting_for_100_continue:
+                continue_head = parser.send(h11.InformationalResponse(status_code=100,
+                                                                      headers=[]))
+                await _send(conn, continue_head or b"", limits)
+            parser.receive_data(await _read(conn, deadline, "body", limits.body_timeout_s))
+        elif isinstance(event, h11.Data):
+            size += len(event.data)
+            if size > limits.max_body_bytes:
+                raise HttpError(413, "Request Entity Too Large",
+                                f"The body is over {limits.max_body_bytes} bytes")
+            chunks.append(bytes(event.data))
+        elif isinstance(event, h11.EndOfMessage):
+            return b"".join(chunks)
+        elif isinstance(event, h11.ConnectionClosed):
+            raise ConnectionResetError("closed mid-body")
+
+
+async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) -> bytes:
+    remaining = deadline - time.monotonic()
+    try:
+        if remaining <= 0:
+            raise TimeoutError
+        return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), remaining)
+    except TimeoutError as exc:
+        raise HttpError(408, "Request Timeout",
+                        f"The request {part} was not received within {timeout_s:g} s") from exc
+
+
+async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
+    environ = build_environ(request, conn.peer, conn.server)
+    try:
+        return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
+    except HttpError as exc:  # overloaded
+        return error_reply(exc.code, exc.message, exc.details)
+
+
+async def _write_reply(conn: Connection, parser: h11.Connection, request: Request,
+                       reply: Reply, ctx: Context) -> bool:
+    """Write ``reply``; return whether the connection stays open for another request."""
+    headers = [(name.encode("latin-1"), value.encode("latin-1"))
+               for name, value in reply.headers]
+    if ctx.closing:
+        headers.append((b"connection", b"close"))
+    try:
+        data = parser.send(h11.Response(status_code=reply.status, headers=headers,
+                                        reason=reply.reason.encode("latin-1")))
+        if request.method != "HEAD" and reply.body:
+            data = (data or b"") + (parser.send(h11.Data(data=reply.body)) or b"")
+        data = (data or b"") + (parser.send(h11.EndOfMessage()) or b"")
+    except (h11.LocalProtocolError, UnicodeEncodeError, ValueError):
+        await _send(conn, error_response(500, "Internal Server Error",
+                                         "The handler produced an invalid response"), ctx.limits)
+        return False
+    if not await _send(conn, data, ctx.limits):
+        return False
+    return parser.our_state is h11.DONE and parser.their_state is h11.DONE
+
+
+async def _send(conn: Connection, data: bytes, limits: ServerLimits) -> bool:
+    """Write and wait for the client to take it (bounded): back-pressure, not buffering."""
+    try:
+        conn.writer.write(data)
+        await asyncio.wait_for(conn.writer.drain(), limits.body_timeout_s)
+        return True
+    except (TimeoutError, ConnectionError):
+        return False

@@ -1,0 +1,241 @@
+"""``TsdWorker``: gunicorn's process model around one asyncio event loop per worker.
+
+gunicorn's arbiter still pre-forks, restarts and reloads workers; inside a worker, the loop
+accepts connections, tells HTTP from OpenTSDB's line protocol by the first byte (an upper-case
+ASCII letter is an HTTP method, as in OpenTSDB's ``PipelineFactory``), reads each request in
+full and only then runs the app in a bounded thread pool, so slow or idle clients cost no
+thread. Queries get their own small pool: numpy work holds the GIL in bursts, and capping
+how many run at once keeps light requests (``/api/version``) answering. The loop, not the
+threads, tells the arbiter the worker is alive, so a long query does not get it killed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from gunicorn.workers.base import Worker
+
+from app.server.errors import HttpError, error_response
+from app.server.http import serve_http
+from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.telnet import serve_lines
+from app.server.wsgi_bridge import Reply, Request, call_app
+
+HEARTBEAT_S = 1.0
+
+
+class Conn:
+    """One accepted connection, as the protocol handlers and the shutdown see it."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader = reader
+        self.writer = writer
+        self.peer = _address(writer.get_extra_info("peername"))
+        self.server = _address(writer.get_extra_info("sockname"))
+        self.idle = False  # waiting for a client's next request or line: safe to close
+        self.task: asyncio.Task[Any] | None = asyncio.current_task()
+
+
+def _address(value: Any) -> tuple[str, int]:
+    if isinstance(value, tuple) and len(value) >= 2:
+        return str(value[0]), int(value[1])
+    return str(value or ""), 0  # a Unix socket
+
+
+class TsdWorker(Worker):
+    """The worker class: ``worker_class = "app.server.worker.TsdWorker"``."""
+
+    closing = False
+
+    def run(self) -> None:
+        self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
+        self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
+        self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
+                                             thread_name_prefix="tsd-query")
+        self.conns: set[Conn] = set()
+        self.waiting = 0  # HTTP requests handed to the pools and not answered yet
+        self.running_jobs = 0  # anything in a thread right now, line-protocol calls included
+        self.jobs_lock = threading.Lock()
+        asyncio.run(self._main())
+        self._exit_pools()
+
+    async def _main(self) -> None:
+        loop = asyncio.get_running_loop()
+        self.stopping = asyncio.Event()
+        self.grace_s = float(self.cfg.graceful_timeout)
+        loop.add_signal_handler(signal.SIGTERM, self._stop, True)
+        loop.add_signal_handler(signal.SIGQUIT, self._stop, False)
+        loop.add_signal_handler(signal.SIGINT, self._stop, False)
+        servers = [await asyncio.start_server(self._accept, sock=_listener(sock),
+                                              limit=READ_BLOCK_BYTES, backlog=self.cfg.backlog)
+                   for sock in self.sockets]
+        heartbeat = asyncio.create_task(self._heartbeat())
+        await self.stopping.wait()
+        self.closing = True
+        for server in servers:
+            server.close()  # stop accepting; the other workers keep the shared socket
+        await self._drain()
+        heartbeat.cancel()
+        # Back to gunicorn's handlers before the loop closes its wake-up pipe: a second
+        # SIGTERM from the arbiter while the process exits must neither kill it (the default
+        # action) nor write to a closed pipe.
+        for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+        signal.signal(signal.SIGTERM, self.handle_exit)
+        signal.signal(signal.SIGQUIT, self.handle_quit)
+        signal.signal(signal.SIGINT, self.handle_quit)
+
+    def _stop(self, graceful: bool) -> None:
+        self.alive = False
+        if not graceful:
+            self.cfg.worker_int(self)
+            self.grace_s = 0.0
+        self.stopping.set()
+
+    async def _heartbeat(self) -> None:
+        while True:
+            self.notify()
+            if self.ppid != os.getppid():
+                self.log.info("Parent changed, shutting down: %s", self)
+                self.alive = False
+            if not self.alive:
+                self.stopping.set()
+            await asyncio.sleep(HEARTBEAT_S)
+
+    async def _drain(self) -> None:
+        """Close idle connections now; let in-flight ones finish, at most the graceful timeout."""
+        deadline = time.monotonic() + self.grace_s
+        while self.conns and time.monotonic() < deadline:
+            for conn in list(self.conns):
+                if conn.idle and conn.task is not None:
+                    conn.task.cancel()
+            await asyncio.sleep(0.05)
+        for conn in list(self.conns):
+            if conn.task is not None:
+                conn.task.cancel()
+        await asyncio.sleep(0)
+
+    def _exit_pools(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
+        self.heavy_pool.shutdown(wait=False, cancel_futures=True)
+        if self.running_jobs:
+            # A query still running past the graceful timeout: exiting normally would wait
+            # for its thread; the arbiter would kill us anyway, so leave now.
+            self.log.warning("Worker %s exits with %d requests still running",
+                             self.pid, self.running_jobs)
+            self.log.close_on_exec()
+            os._exit(0)
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        conn = Conn(reader, writer)
+        self.conns.add(conn)
+        try:
+            await self._serve(conn, over_limit=0 < self.limits.connections_limit
+                              < len(self.conns))
+        except asyncio.CancelledError:
+            pass  # shutdown closes idle connections
+        except Exception:
+            self.log.exception("Connection from %s failed", conn.peer[0])
+        finally:
+            self.conns.discard(conn)
+            writer.close()
+
+    async def _serve(self, conn: Conn, over_limit: bool) -> None:
+        first = await self._first_bytes(conn)
+        if not first:
+            return
+        # 'A'..'Z': an HTTP method (no line-protocol command starts with a capital letter).
+        lines_only = conn.server[1] == self.limits.telnet_port != 0
+        is_http = 65 <= first[0] <= 90 and not lines_only
+        if over_limit or self.closing:
+            reason = "too many connections" if over_limit else "the worker is shutting down"
+            conn.writer.write(error_response(503, "Service Unavailable", reason.capitalize())
+                              if is_http else f"error: {reason}\n".encode())
+            await asyncio.wait_for(conn.writer.drain(), 1.0)
+        elif is_http:
+            await serve_http(conn, first, self)
+        else:
+            await serve_lines(conn, first, self, self._session_runner(conn))
+
+    async def _first_bytes(self, conn: Conn) -> bytes:
+        timeout_s = max(self.limits.head_timeout_s, self.limits.socket_timeout_s)
+        conn.idle = True
+        try:
+            return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
+        except (TimeoutError, ConnectionError):
+            return b""
+        finally:
+            conn.idle = False
+
+    def _session_runner(self, conn: Conn) -> Any:
+        from app.lineproto.session import TelnetSession
+
+        session = TelnetSession(self.wsgi, f"{conn.peer[0]}:{conn.peer[1]}")
+
+        async def run_lines(lines: list[bytes]) -> tuple[bytes, bool]:
+            return await self._in_thread(self.pool, session.handle_lines, lines)
+
+        return run_lines
+
+    async def run_request(self, heavy: bool, environ: dict[str, Any]) -> Reply:
+        """Run the app on a complete request in a thread; 503 when too many are waiting."""
+        if self.waiting >= self.limits.queue_limit:
+            raise HttpError(503, "Service Unavailable",
+                            f"Over {self.limits.queue_limit} requests are waiting in this worker")
+        self.waiting += 1
+        try:
+            pool = self.heavy_pool if heavy else self.pool
+            reply: Reply = await self._in_thread(pool, call_app, self.wsgi, environ)
+            return reply
+        finally:
+            self.waiting -= 1
+
+    async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
+        def job() -> Any:
+            with self.jobs_lock:
+                self.running_jobs += 1
+            try:
+                return func(*args)
+            finally:
+                with self.jobs_lock:
+                    self.running_jobs -= 1
+
+        return await asyncio.get_running_loop().run_in_executor(pool, job)
+
+    def access(self, peer: str, request: Request, status: int, size: int,
+               duration_s: float) -> None:
+        self.nr += 1
+        if self.nr >= self.max_requests and self.alive:
+            self.log.info("Autorestarting worker after current request.")
+            self._stop(True)
+        if not self.cfg.accesslog:
+            return
+        headers = dict(request.headers)
+        self.log.access_log.info(
+            '%s "%s %s HTTP/%s" %d %d %dms "%s" "%s"', peer, request.method,
+            request.target.decode("latin-1"), request.http_version, status, size,
+            duration_s * 1000, headers.get(b"referer", b"-").decode("latin-1"),
+            headers.get(b"user-agent", b"-").decode("latin-1"))
+
+
+def _listener(sock: Any) -> socket.socket:
+    """The raw socket inside gunicorn's listener wrapper, non-blocking for the loop."""
+    raw: socket.socket = getattr(sock, "sock", sock)
+    raw.setblocking(False)
+    return raw
+
+
+def _tsd_config(app: Any) -> Any:
+    config = getattr(app, "config", None)
+    if config is not None and "TSD" in config:
+        return config["TSD"]
+    from app.config import load_config
+
+    return load_config()

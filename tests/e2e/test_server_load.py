@@ -1,0 +1,112 @@
+"""The serving model under load and at shutdown: real gunicorn processes with pytsd's worker."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+import requests
+
+from app.tsdb.demo import DEMO_METRICS
+from tests.e2e.tsd_process import read_response, read_until_closed, start_tsd
+
+HEAVY_QUERY = "start=2d-ago&" + "&".join(f"m=none:{metric}" for metric in DEMO_METRICS)
+
+
+def test_slow_clients_and_heavy_queries_do_not_stall_one_worker(
+        demo_store: str, tmp_path: Path) -> None:
+    tsd = start_tsd(tmp_path, {"tsd.storage": demo_store,
+                               "tsd.http.request.head_timeout_s": 6}, workers=1)
+    slow = [tsd.connect() for _ in range(50)]
+    stop = threading.Event()
+
+    def trickle() -> None:  # a header line every 0.5 s: never a complete request
+        for sock in slow:
+            sock.sendall(b"GET /api/version HTTP/1.1\r\nHost: x\r\n")
+        while not stop.wait(0.5):
+            for sock in slow:
+                try:
+                    sock.sendall(b"X-Slow: 1\r\n")
+                except OSError:
+                    pass  # answered 408 and closed: expected after the head timeout
+
+    trickler = threading.Thread(target=trickle)
+    trickler.start()
+    try:
+        with ThreadPoolExecutor(2) as heavy_pool:
+            heavy = [heavy_pool.submit(requests.get, f"{tsd.url}/api/query?{HEAVY_QUERY}",
+                                       timeout=60) for _ in range(2)]
+            time.sleep(0.3)  # both are running now
+            light = []
+            for number in range(20):
+                version = requests.get(f"{tsd.url}/api/version", timeout=5)
+                light.append(version.status_code)
+                if number % 5 == 0:
+                    query = requests.get(f"{tsd.url}/api/query", timeout=5, params={
+                        "start": "1h-ago", "m": "avg:1m-avg:sys.cpu.user{host=web01}"})
+                    assert query.status_code == 200 and query.json()[0]["dps"]
+            answers = [future.result() for future in heavy]
+        assert light == [200] * 20
+        assert [answer.status_code for answer in answers] == [200, 200]
+        assert len(answers[0].json()) > 20  # every series of every metric
+        stop.set()
+        trickler.join()
+        for sock in slow:  # the slow ones end with OpenTSDB's 408, not a hang or HTML
+            raw = read_until_closed(sock, timeout_s=15)
+            assert raw.startswith(b"HTTP/1.1 408 ") and b'"code":408' in raw
+    finally:
+        stop.set()
+        trickler.join()
+        for sock in slow:
+            sock.close()
+        tsd.stop()
+
+
+def test_graceful_shutdown_finishes_in_flight_and_closes_idle(tmp_path: Path) -> None:
+    tsd = start_tsd(tmp_path, {"tsd.core.auto_create_metrics": "true"}, workers=1)
+    body = json.dumps({"metric": "shutdown.inflight", "timestamp": 1_600_000_000, "value": 7,
+                       "tags": {"host": "a"}}).encode()
+    with tsd.connect() as idle_http, tsd.connect() as idle_lines, tsd.connect() as busy:
+        idle_http.sendall(b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n")
+        assert read_response(idle_http)[0] == 200
+        idle_lines.sendall(b"frob\n")
+        assert idle_lines.recv(100).startswith(b"unknown command: frob")
+        busy.sendall(b"POST /api/put HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                     % len(body) + body[:10])
+        time.sleep(0.3)
+        os.kill(tsd.process.pid, signal.SIGTERM)  # the master: a graceful stop
+        started = time.monotonic()
+        assert read_until_closed(idle_http, timeout_s=5) == b""
+        assert read_until_closed(idle_lines, timeout_s=5) == b""
+        assert time.monotonic() - started < 3
+        busy.sendall(body[10:])  # the request in flight is still served...
+        status, headers, _ = read_response(busy)
+        assert status == 204 and headers["connection"] == "close"  # ...and told it is the last
+    assert tsd.process.wait(timeout=15) == 0
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", tsd.port), timeout=2)
+    log = tsd.log.read_text()
+    assert "Traceback" not in log
+
+
+def test_requests_beyond_the_queue_limit_get_503_json(demo_store: str, tmp_path: Path) -> None:
+    tsd = start_tsd(tmp_path, {"tsd.storage": demo_store, "tsd.server.queue_limit": 1},
+                    workers=1)
+    try:
+        with ThreadPoolExecutor(1) as pool:
+            heavy = pool.submit(requests.get, f"{tsd.url}/api/query?{HEAVY_QUERY}", timeout=60)
+            time.sleep(0.3)  # the heavy query holds the worker's only slot
+            overloaded = requests.get(f"{tsd.url}/api/version", timeout=5)
+            assert heavy.result().status_code == 200
+        assert overloaded.status_code == 503
+        assert overloaded.json()["error"]["message"] == "Service Unavailable"
+        assert requests.get(f"{tsd.url}/api/version", timeout=5).status_code == 200
+    finally:
+        tsd.stop()
