@@ -45,7 +45,7 @@ def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
             try:
                 requests.get(url + "/api/version", timeout=1)
                 break
-            except requests.ConnectionError:
+            except requests.RequestException:  # not listening yet, or still booting
                 time.sleep(0.2)
         yield url
     finally:
