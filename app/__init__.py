@@ -25,7 +25,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from flask import Flask
 
     from app import api, ui
-    from app.api import errors
+    from app.api import errors, security
     from app.config import load_config
     from app.routing import OpenTsdbPaths
     from app.storage import describe_storage
@@ -53,4 +53,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app.register_blueprint(api.bp, url_prefix="/api")
     app.register_blueprint(api.bp, url_prefix="/api/v1", name="api_v1")
     app.register_blueprint(ui.bp)
+    security.init_app(app)  # after the blueprints: CORS answers preflights first
+    from plugin.http import mount_routes
+
+    mount_routes(app, tsdb.plugins)
     return app

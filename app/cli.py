@@ -23,6 +23,7 @@ from app.tsdb.compaction import compact_table
 from app.tsdb.importer import BATCH_POINTS, Importer
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
+from plugin.cli import auth as auth_group
 
 
 def open_tsdb(**overrides: object) -> TSDB:
@@ -44,6 +45,9 @@ class TsdbGroup(click.Group):
 @click.version_option(__version__, prog_name="pytsd", message="%(prog)s %(version)s")
 def main() -> None:
     """pytsd: an OpenTSDB-compatible time-series server."""
+
+
+main.add_command(auth_group)  # `pytsd auth ...`: the credentials of the auth plugin
 
 
 @main.command()

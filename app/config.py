@@ -11,6 +11,7 @@ The variable for a key is the key upper-cased with dots as underscores:
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -119,7 +120,12 @@ SETTINGS: dict[str, Setting] = {
     "tsd.query.skip_unresolved_tagvs": Setting(
         False, parse_bool, "Drop unknown literal tag values from filters instead of a 400."
     ),
-    "tsd.query.allow_delete": Setting(False, parse_bool, "Honour `delete` in queries."),
+    "tsd.query.allow_delete": Setting(
+        False, parse_bool,
+        "Honour `\"delete\": true` in queries and `DELETE /api/query`: the matched data "
+        "points in the range are deleted (admin role when authentication is on; never in "
+        "`ro` mode).",
+    ),
     "tsd.query.last.default_back_scan": Setting(
         24, int,
         "pytsd: hours `/api/query/last` scans back when `back_scan` is 0 or absent "
@@ -241,6 +247,94 @@ SETTINGS: dict[str, Setting] = {
     "tsd.rollups.compute.interval_s": Setting(
         300, int, "pytsd: seconds between background rollup passes."
     ),
+    "tsd.http.query.allow_delete": Setting(
+        False, parse_bool,
+        "OpenTSDB 2.4's name for `tsd.query.allow_delete` (`DELETE /api/query`); either "
+        "one enables deleting.",
+    ),
+    "tsd.core.plugin_path": Setting(
+        "", str,
+        "Comma-separated folders searched for plugins: put on `sys.path`, and packages "
+        "installed there (`pip install --target`) are found by their `pytsd.plugins` entry "
+        "points. See plugin/README.md.",
+    ),
+    "tsd.core.authentication.enable": Setting(
+        False, parse_bool, "Require credentials on every HTTP request and telnet connection."
+    ),
+    "tsd.core.authentication.plugin": Setting(
+        "auth", str, "The authentication plugin (`auth`: tokens and basic auth from a file)."
+    ),
+    "tsd.core.authentication.file": Setting(
+        "data/auth.json", str,
+        "pytsd: the credentials file of the `auth` plugin (hashed; managed with `pytsd auth`)."
+    ),
+    "tsd.uidfilter.enable": Setting(False, parse_bool, "Ask the UID filter before assigning."),
+    "tsd.uidfilter.plugin": Setting(
+        "uidfilter", str, "The UID filter plugin (`uidfilter`: regex lists and a series limit)."
+    ),
+    "tsd.uidfilter.whitelist.delimiter": Setting(
+        ",", str, "Separator of the patterns in the whitelist and blacklist settings."
+    ),
+    "tsd.uidfilter.whitelist.metric_patterns": Setting(
+        "", str, "Regexes a new metric name must all match (searched, not anchored)."
+    ),
+    "tsd.uidfilter.whitelist.tagk_patterns": Setting(
+        "", str, "Regexes a new tag key must all match."
+    ),
+    "tsd.uidfilter.whitelist.tagv_patterns": Setting(
+        "", str, "Regexes a new tag value must all match."
+    ),
+    "tsd.uidfilter.blacklist.metric_patterns": Setting(
+        "", str, "pytsd: regexes no new metric name may match."
+    ),
+    "tsd.uidfilter.blacklist.tagk_patterns": Setting(
+        "", str, "pytsd: regexes no new tag key may match."
+    ),
+    "tsd.uidfilter.blacklist.tagv_patterns": Setting(
+        "", str, "pytsd: regexes no new tag value may match."
+    ),
+    "tsd.uidfilter.series_limit.per_hour": Setting(
+        0, int,
+        "pytsd: most new series (points needing a new UID) one metric may create per hour "
+        "and worker; 0 = no limit.",
+    ),
+    "tsd.timeseriesfilter.enable": Setting(
+        False, parse_bool, "Ask the write filter plugin about every data point."
+    ),
+    "tsd.timeseriesfilter.plugin": Setting("", str, "The write filter plugin(s)."),
+    "tsd.rtpublisher.enable": Setting(
+        False, parse_bool, "Publish every stored point and annotation."
+    ),
+    "tsd.rtpublisher.plugin": Setting(
+        "", str, "The publisher plugin(s), comma-separated: `webhook`, `jsonl` or your own."
+    ),
+    "tsd.rtpublisher.webhook.url": Setting(
+        "", str, "pytsd: `webhook` POSTs point batches here, as `/api/put` takes them."
+    ),
+    "tsd.rtpublisher.webhook.annotation_url": Setting(
+        "", str,
+        "pytsd: `webhook` POSTs annotations here, as `/api/annotation/bulk` takes them "
+        "(empty: not published).",
+    ),
+    "tsd.rtpublisher.webhook.batch_size": Setting(500, int, "pytsd: most points per POST."),
+    "tsd.rtpublisher.webhook.flush_interval_ms": Setting(
+        1000, int, "pytsd: longest a queued point waits before it is sent."
+    ),
+    "tsd.rtpublisher.webhook.queue_size": Setting(
+        100000, int, "pytsd: points queued per worker; beyond it new points are dropped "
+        "(counted in `/api/stats`)."
+    ),
+    "tsd.rtpublisher.webhook.retries": Setting(
+        3, int, "pytsd: retries of a failed POST (exponential backoff) before it is dropped."
+    ),
+    "tsd.rtpublisher.webhook.timeout_s": Setting(5.0, float, "pytsd: timeout of one POST."),
+    "tsd.rtpublisher.jsonl.path": Setting(
+        "", str, "pytsd: `jsonl` appends one JSON line per point and annotation to this file."
+    ),
+    "tsd.http.rpc.plugins": Setting(
+        "", str, "HTTP RPC plugins, comma-separated: their endpoints are served under "
+        "`/plugin/`."
+    ),
 }
 
 
@@ -287,10 +381,33 @@ class Config(Mapping[str, Any]):
         """All settings as strings, secrets replaced, for ``/api/config``."""
         out = {}
         for key, value in sorted(self._values.items()):
-            # OpenTSDB masks every key containing "PASS" (HttpJsonSerializer#formatConfigV1).
-            secret = key in SETTINGS and SETTINGS[key].secret or "pass" in key.lower()
-            out[key] = "********" if secret else _to_text(value)
+            secret = key in SETTINGS and SETTINGS[key].secret or is_secret_key(key)
+            out[key] = MASK if secret else mask_url_credentials(_to_text(value))
         return out
+
+
+MASK = "********"
+SECRET_WORDS = ("pass", "token", "secret", "credential")
+URL_CREDENTIALS = re.compile(r"(?P<scheme>[A-Za-z][A-Za-z0-9+.-]*://)(?P<userinfo>[^/@\s]+)@")
+
+
+def is_secret_key(key: str) -> bool:
+    """A key that names a secret. OpenTSDB masks only keys containing "PASS"
+    (``HttpJsonSerializer#formatConfigV1``); pytsd also masks tokens, secrets, credentials
+    and keys (a word ending in ``key``: ``api_key``, ``apikey``, ``private.key``)."""
+    words = re.split(r"[._-]", key.lower())
+    return any(w in word for word in words for w in SECRET_WORDS) or any(
+        word.endswith("key") for word in words)
+
+
+def mask_url_credentials(text: str) -> str:
+    """``https://user:pw@host/x`` -> ``https://user:********@host/x`` (anywhere in text)."""
+
+    def mask(match: re.Match[str]) -> str:
+        user, sep, _ = match["userinfo"].partition(":")
+        return match["scheme"] + (f"{user}:{MASK}" if sep else MASK) + "@"
+
+    return URL_CREDENTIALS.sub(mask, text)
 
 
 def _to_text(value: Any) -> str:

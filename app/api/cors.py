@@ -4,7 +4,9 @@ Off unless ``tsd.http.request.enable_cors``. Then a request carrying an ``Origin
 ``tsd.http.request.cors_domains`` (comma-separated, case-insensitive, or ``*``) gets that origin
 echoed in ``Access-Control-Allow-Origin``, the allowed methods and headers, and (pytsd,
 ``tsd.http.request.cors_credentials``) ``Access-Control-Allow-Credentials: true``, which a
-browser needs to send Grafana's ``Authorization`` header or cookies. A preflight ``OPTIONS``
+browser needs to send Grafana's ``Authorization`` header or cookies. With ``*`` any origin is
+answered ``Access-Control-Allow-Origin: *`` and never with credentials (pytsd; OpenTSDB
+echoes the origin). A preflight ``OPTIONS``
 is answered 200 with no body. Differences from OpenTSDB: an origin not in the list gets a 403
 (OpenTSDB sends the error with status 200), and responses carry ``Vary: Origin``.
 """
@@ -61,10 +63,13 @@ def _add_headers(response: Response) -> Response:
     response.vary.add("Origin")
     origin = g.get("cors_origin")
     if origin:
-        response.headers["Access-Control-Allow-Origin"] = origin
+        config = current_app.config["TSD"]
+        listed = origin.upper() in (_domains() or set())
+        # `*` lets any page read answers, so never with credentials (a hostile page would
+        # read with the victim's login): only an origin listed by name gets those.
+        response.headers["Access-Control-Allow-Origin"] = origin if listed else "*"
         response.headers["Access-Control-Allow-Methods"] = ALLOWED_METHODS
-        response.headers["Access-Control-Allow-Headers"] = (
-            current_app.config["TSD"]["tsd.http.request.cors_headers"])
-        if current_app.config["TSD"]["tsd.http.request.cors_credentials"]:
+        response.headers["Access-Control-Allow-Headers"] = config["tsd.http.request.cors_headers"]
+        if listed and config["tsd.http.request.cors_credentials"]:
             response.headers["Access-Control-Allow-Credentials"] = "true"
     return response

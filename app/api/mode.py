@@ -11,7 +11,8 @@ from app.api import bp
 from app.errors import NotFoundError
 
 # First path segment after /api (or /api/v1) -> the modes that serve it.
-WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid"})
+# dropcaches is an admin action: a read-only TSD refuses it too.
+WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid", "dropcaches"})
 READ_ENDPOINTS = frozenset({"query", "search", "suggest"})
 
 

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from typing import Any
 
 from flask import Response, current_app, request
 
-from app.api import bp
+from app.api import bp, security
 from app.api.body import has_param, raw_body
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
@@ -24,7 +25,7 @@ JSON_TYPE = "application/json; charset=UTF-8"
 def parse_request(now_ms: int) -> Query:
     """Whichever door the request came through, the same validated :class:`Query`."""
     tz = current_app.config["TSD"]["tsd.core.timezone"]
-    if request.method == "POST":
+    if request.method == "POST" or (request.method == "DELETE" and request.content_length):
         return query_from_json(_body_or_none(), now_ms, tz, arrays=has_param("arrays"))
     return query_from_args(request.args.to_dict(flat=False), now_ms, tz)
 
@@ -39,9 +40,32 @@ def _body_or_none() -> Any:
         raise BadRequestError("Unable to parse the given JSON", str(exc)) from exc
 
 
-@bp.route("/query", methods=["GET", "POST"])
+def delete_allowed() -> bool:
+    config = current_app.config["TSD"]
+    return bool(config["tsd.query.allow_delete"] or config["tsd.http.query.allow_delete"])
+
+
+def authorize_delete() -> None:
+    """``"delete": true`` (or ``DELETE``) deletes data: only when enabled, never in ``ro``
+    mode, only for the admin role, never from a cross-site form."""
+    if not delete_allowed():
+        raise BadRequestError("Bad request",
+                              "Deleting data is not enabled (tsd.query.allow_delete=false)")
+    if current_app.config["TSD"]["tsd.mode"] == "ro":
+        raise BadRequestError("Bad request", "Deleting data is not allowed in tsd.mode=ro")
+    security.require_role("admin")
+    security.guard_write()
+
+
+@bp.route("/query", methods=["GET", "POST", "DELETE"])
 def query() -> Response:
+    if request.method == "DELETE" and not delete_allowed():  # OpenTSDB checks this first
+        authorize_delete()
     query = parse_request(time.time_ns() // 1_000_000)
+    if request.method == "DELETE":
+        query = dataclasses.replace(query, delete=True)
+    if query.delete:
+        authorize_delete()
     outcome = run_query(current_app.extensions["tsdb"], query)
     summary = None
     if query.show_summary:

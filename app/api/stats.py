@@ -126,4 +126,5 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.cache-size", uids.cache_size, tags),
                    ("tsd.uid.ids-used", used, tags),
                    ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
+    points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]

@@ -26,6 +26,7 @@ from app.api.stats import collect, record_points_written
 from app.errors import NoSuchUniqueName, StorageError, TsdbError
 from app.lineproto.parse import InvalidValue, PutParser
 from app.tsdb.points import PointBatch
+from plugin.telnet import TelnetGate
 
 LOG = logging.getLogger(__name__)
 WRITE_COMMANDS = ("put", "rollup", "histogram")
@@ -40,6 +41,7 @@ class TelnetSession:
         self.app = app
         self.peer = peer
         self.parser = PutParser()
+        self.gate = TelnetGate(app.extensions["tsdb"].plugins)
         writes = app.config["TSD"]["tsd.mode"] != "ro"
         self.commands = [c for c in COMMANDS if writes or c not in WRITE_COMMANDS]
         self._handlers: dict[str, Callable[[list[str]], str]] = {
@@ -59,6 +61,12 @@ class TelnetSession:
             words = line.decode("utf-8", "replace").split()
             if not words:
                 continue  # OpenTSDB answers an empty line "unknown command: ."
+            refusal = self.gate.admit(words)  # authentication (plugin/telnet.py)
+            if refusal is not None:
+                replies += self._store(batch) if batch is not None else []
+                batch = None
+                replies.append(refusal)
+                continue
             command = words[0] if words[0] in self.commands else None
             if command == "put":
                 batch = batch if batch is not None else PointBatch()

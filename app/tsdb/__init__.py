@@ -18,6 +18,7 @@ from app.tsdb.compaction import CompactionQueue
 from app.tsdb.rollup_config import RollupConfig, load_rollup_config
 from app.tsdb.schema import ensure_tables
 from app.tsdb.uid import KINDS, UniqueId
+from plugin.manager import PluginHost
 
 
 class TSDB:
@@ -39,6 +40,9 @@ class TSDB:
         self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind],
                                     config["tsd.uid.lru.name.size"], config["tsd.uid.lru.id.size"])
                      for kind in KINDS}
+        # The plugins the settings enable (plugin/): loaded once per process.
+        self.plugins = PluginHost(config)
+        self.plugins.attach_uid_filter(self.uids.values())
         # Rows written by this process, for background compaction (None when it is off).
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:

@@ -143,6 +143,7 @@ def sync_note(tsdb: TSDB, request: NoteRequest, overwrite: bool) -> Note:
             if stored is not None:
                 result = merge(request, stored, overwrite)
         if table.check_and_put(row, column, stored_raw, result.storage_json()):
+            tsdb.plugins.publish_annotation(result.api_json())  # RTPublisher's seam
             return result
     raise SaveConflictError("Failed to save the Annotation to storage",
                             "This may be caused by another process modifying storage data")

@@ -59,6 +59,10 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery,
     started = time.perf_counter()
     reader = SeriesReader(tsdb, tsdb.config["tsd.query.limits.data_points.default"])
     series = reader.read(sub, query.start_ms, query.end_ms)
+    if query.delete:  # the API checked tsd.query.allow_delete and the caller's role
+        from app.tsdb.delete import delete_points
+
+        delete_points(tsdb, reader.matched_rows, query.start_ms, query.end_ms)
     read_ms = (time.perf_counter() - started) * 1000
     metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
     results = run_subquery(sub, metric, series, query.start_ms, query.end_ms,

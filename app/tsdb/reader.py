@@ -77,6 +77,7 @@ class SeriesReader:
         self.layout = tsdb.layout
         self.max_points = max_points
         self.stats = ReadStats()
+        self.matched_rows: list[tuple[bytes, Row]] = []
 
     # Seconds between two row base times (rollup tables may use longer rows).
     row_span_s = MAX_TIMESPAN_S
@@ -209,6 +210,8 @@ class SeriesReader:
             tags = self._names(group.tag_uids)
             if tags is not None and series_matches(tags, filters, explicit_tags):
                 kept.append((group, tags))
+        # The rows of the series the query matched (what ``"delete": true`` deletes).
+        self.matched_rows = [row for group, _ in kept for row in group.rows]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
         self.stats.points += sum(int(d.ts_ms.size) for d in decoded)

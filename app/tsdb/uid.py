@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import threading
 import unicodedata
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, UidExhaustedError
 from app.storage.base import Table, prefix_stop
@@ -44,6 +44,9 @@ def validate_name(what: str, name: str, special_chars: str = "") -> None:
             raise BadRequestError(f'Invalid {what} ("{echo(name)}"): illegal character: {char}')
 
 
+AssignFilter = Callable[[str, str, "str | None", "Mapping[str, str] | None"], None]
+
+
 class UniqueId:
     """Name/UID mapping of one kind, with in-process caches in both directions."""
 
@@ -58,6 +61,8 @@ class UniqueId:
         # Each cache is emptied when it reaches its bound: simple, and refilled from the store.
         self._max_names, self._max_ids = max_names, max_ids
         self._lock = threading.Lock()
+        # Called before a new UID is assigned (the UID filter plugins); raises to refuse.
+        self.assign_filter: AssignFilter | None = None
         # For /api/stats (tsd.uid.cache-hit/-miss): lookups answered by the caches or not.
         self.cache_hits = 0
         self.cache_misses = 0
@@ -122,11 +127,17 @@ class UniqueId:
         raw = self._table().row(MAXID_ROW, [self._column(ID_FAMILY)]).get(self._column(ID_FAMILY))
         return int.from_bytes(raw, "big", signed=True) if raw else 0
 
-    def get_or_create_id(self, name: str) -> bytes:
-        """The UID of ``name``, assigning a new one the OpenTSDB way when it has none."""
+    def get_or_create_id(self, name: str, metric: str | None = None,
+                         tags: Mapping[str, str] | None = None) -> bytes:
+        """The UID of ``name``, assigning a new one the OpenTSDB way when it has none.
+
+        ``metric`` and ``tags`` are the point that needs the UID, for the UID filter.
+        """
         uid = self.find_id(name)
         if uid is not None:
             return uid
+        if self.assign_filter is not None:
+            self.assign_filter(self.kind, name, metric, tags)
         with self._lock:
             return self._assign(name)
 

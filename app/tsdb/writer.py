@@ -34,6 +34,7 @@ from app.tsdb.points import (
     parse_value_text,
 )
 from app.tsdb.uid import validate_name
+from plugin.manager import plugin_points
 
 __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_timestamp",
            "parse_value", "parse_value_text"]
@@ -83,8 +84,9 @@ class PointWriter:
                 batch.errors[i] = refused[key]
             else:
                 accepted.append(i)
-        self._store(batch, accepted, templates, compact_rows)
-        return len(accepted)
+        stored = plugin_points(self.tsdb.plugins, batch, accepted,
+                               lambda ok: self._store(batch, ok, templates, compact_rows))
+        return len(stored)
 
     def _check_timestamps(self, batch: PointBatch) -> None:
         for i, timestamp in enumerate(batch.timestamps):
@@ -211,9 +213,10 @@ class PointWriter:
             uids = self.tsdb.uids[kind]
             if uids.find_id(name) is None and not self.config[AUTO_CREATE[kind]]:
                 raise NoSuchUniqueName(kind, name)
-        metric_uid = self.tsdb.uids["metrics"].get_or_create_id(metric)
-        uid_pairs = [(self.tsdb.uids["tagk"].get_or_create_id(k),
-                      self.tsdb.uids["tagv"].get_or_create_id(v)) for k, v in tags.items()]
+        by_kind = self.tsdb.uids  # metric and tags: the point's, for the UID filter plugins
+        metric_uid = by_kind["metrics"].get_or_create_id(metric, metric, tags)
+        uid_pairs = [(by_kind["tagk"].get_or_create_id(k, metric, tags),
+                      by_kind["tagv"].get_or_create_id(v, metric, tags)) for k, v in tags.items()]
         return self.tsdb.layout.row_key(metric_uid, 0, uid_pairs)
 
     def _check_series(self, metric: str, pairs: TagPairs) -> None:

@@ -74,9 +74,8 @@ def test_create_notes_see_them_in_list_chart_and_query(page: Any, live_server: s
     open_page(page, live_server)
     # Choose the series with the suggest-driven inputs, as a user would.
     page.get_by_label("Metric").fill("sys.cpu.u")
-    page.wait_for_function(
-        "[...document.querySelectorAll('#metric-suggestions option')]"
-        ".some(o => o.value === 'sys.cpu.user')")
+    # A locator, not wait_for_function: that evaluates a string, which the page's CSP forbids.
+    page.locator("#metric-suggestions option[value='sys.cpu.user']").wait_for(state="attached")
     page.get_by_label("Metric").fill("sys.cpu.user")
     page.get_by_label("Tags").fill("host=web01")
     page.get_by_role("button", name="Show").click()

@@ -1,8 +1,9 @@
 """CORS for Grafana's browser access mode (contract Q18, OpenTSDB's RpcHandler#applyCorsConfig).
 
 Browsers need, for a credentialed cross-origin request: the origin echoed in
-Access-Control-Allow-Origin (``*`` is refused with credentials), Allow-Credentials ``true``,
-and, on the preflight, the request's headers (Authorization) among Allow-Headers.
+Access-Control-Allow-Origin (``*`` is answered ``*``, never with credentials),
+Allow-Credentials ``true``, and, on the preflight, the request's headers (Authorization)
+among Allow-Headers.
 """
 
 from __future__ import annotations
@@ -62,10 +63,18 @@ def test_simple_request_and_errors_carry_the_headers(
     assert error.headers["Access-Control-Allow-Origin"] == GRAFANA
 
 
-def test_wildcard_domain_echoes_the_origin(cors_client: Callable[..., FlaskClient]) -> None:
+def test_wildcard_domain_never_grants_credentials(
+        cors_client: Callable[..., FlaskClient]) -> None:
+    """Issue 15: `*` must not reflect any origin with Allow-Credentials (any page could then
+    read with the victim's login). It answers `*`, which browsers never pair with cookies."""
     client = cors_client("*")
     response = client.get("/api/version", headers={"Origin": "https://any.example"})
-    assert response.headers["Access-Control-Allow-Origin"] == "https://any.example"
+    assert response.headers["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Credentials" not in response.headers
+    preflight = client.options("/api/query", headers={**PREFLIGHT,
+                                                      "Origin": "https://evil.example"})
+    assert preflight.headers["Access-Control-Allow-Origin"] == "*"
+    assert "Access-Control-Allow-Credentials" not in preflight.headers
 
 
 def test_refused_origin(cors_client: Callable[..., FlaskClient]) -> None:

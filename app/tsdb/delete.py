@@ -1,0 +1,53 @@
+"""``"delete": true`` in a query: delete the data points the query matched.
+
+OpenTSDB (``SaltScanner#processRow``) deletes every whole row its scan matched, so points
+outside the query range but in the same hours go too, and so do the notes in those rows.
+pytsd deletes exactly the matched series' data points in [start, end]: hour rows inside the
+range lose their data cells; a row the range cuts is rewritten with the points outside it.
+Annotations stay (``/api/annotation/bulk`` deletes those).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from app.storage import codec
+from app.storage.base import Row
+from app.tsdb import TSDB
+
+log = logging.getLogger(__name__)
+DATA_PREFIX = b"t:"
+HOUR_MS = codec.MAX_TIMESPAN * 1000
+
+
+def delete_points(tsdb: TSDB, rows: Iterable[tuple[bytes, Row]], start_ms: int,
+                  end_ms: int) -> int:
+    """Delete the data points of ``rows`` in [start_ms, end_ms]; return how many."""
+    table = tsdb.data_table()
+    time_at = tsdb.layout.salt_width + tsdb.layout.metric_width
+    deleted = 0
+    for key, cells in rows:
+        data = {column: value for column, value in cells.items()
+                if column.startswith(DATA_PREFIX)
+                and not codec.is_annotation_qualifier(column[len(DATA_PREFIX):])}
+        if not data:
+            continue
+        base_s = int.from_bytes(key[time_at:time_at + 4], "big")
+        decoded = codec.decode_row(base_s, [(c[len(DATA_PREFIX):], v) for c, v in data.items()])
+        inside = (decoded.ts_ms >= start_ms) & (decoded.ts_ms <= end_ms)
+        if not inside.any():
+            continue
+        table.delete(key, list(data))
+        kept = {}
+        for ts_ms, value, is_int in zip(decoded.ts_ms[~inside].tolist(),
+                                        decoded.values[~inside].tolist(),
+                                        decoded.is_int[~inside].tolist()):
+            ts = ts_ms // 1000 if ts_ms % 1000 == 0 else ts_ms
+            _, qualifier, raw = codec.point_cell(ts, int(value) if is_int else value)
+            kept[DATA_PREFIX + qualifier] = raw
+        if kept:
+            table.put(key, kept)
+        deleted += int(inside.sum())
+    log.info("query delete: %d data points deleted in [%d, %d]", deleted, start_ms, end_ms)
+    return deleted
