@@ -195,7 +195,8 @@ class SeriesReader:
         stats = self.stats
         for key, cells in rows:
             stats.rows += 1
-            stats.bytes += len(key) + sum(map(len, cells.values()))
+            # Row key, column names and values: what OpenTSDB's KeyValues weigh.
+            stats.bytes += len(key) + sum(map(len, cells)) + sum(map(len, cells.values()))
             if stats.rows % CHECK_EVERY_ROWS == 0:
                 self.limits.check_read(self._sub, stats.points, stats.bytes)
                 self.deadline.check(self._sub.index)
