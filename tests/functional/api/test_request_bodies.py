@@ -155,3 +155,17 @@ def test_a_long_error_does_not_echo_megabytes(client: FlaskClient) -> None:
     assert error["message"].startswith("No such name for 'metrics': 'xxx")
     assert error["message"].endswith(" more characters)")
     assert len(response.get_data()) < 5000
+
+
+def test_names_longer_than_any_row_key_are_simply_unknown(client: FlaskClient) -> None:
+    # HBase refuses row keys over 32,767 bytes: such a name cannot exist, and looking it up
+    # must not become a storage error (a 500).
+    name = "x" * 40_000
+    assert client.get(f"/api/suggest?type=metrics&q={name}").get_json() == []
+    assigned = client.post("/api/uid/assign", json={"metric": ["sys.cpu.user"], "tagk": ["host"]})
+    assert assigned.status_code == 200, assigned.get_data(as_text=True)
+    error = error_of(client.get(f"/api/query?start=1h-ago&m=sum:sys.cpu.user{{host={name}}}"),
+                     400)
+    assert error["message"].startswith("No such name for 'tagv': 'xxx")
+    error = error_of(client.get(f"/api/query/last?timeseries={name}"), 400)
+    assert error["message"].startswith("No such name for 'metrics': 'xxx")
