@@ -182,7 +182,7 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
         else:
             group_flat = flat if len(data_rows) == flat.n_series else flat.take(data_rows)
             merged = merge(group_flat, AGGREGATORS[sub.aggregator], rate=sub.rate,
-                           end_ms=scan_end)
+                           end_ms=scan_end, deadline=deadline, index=sub.index)
         members = [ordered[i] for i in rows if active[i]]
         results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null,
                                notes))
