@@ -195,8 +195,10 @@ class SeriesReader:
         stats = self.stats
         for key, cells in rows:
             stats.rows += 1
-            # Row key, column names and values: what OpenTSDB's KeyValues weigh.
-            stats.bytes += len(key) + sum(map(len, cells)) + sum(map(len, cells.values()))
+            # Per cell its row key, column name and value, as OpenTSDB weighs its KeyValues:
+            # many small cells cost more memory than one compacted column of the same points.
+            stats.bytes += (len(key) * len(cells) + sum(map(len, cells))
+                            + sum(map(len, cells.values())))
             if stats.rows % CHECK_EVERY_ROWS == 0:
                 self.limits.check_read(self._sub, stats.points, stats.bytes)
                 self.deadline.check(self._sub.index)
