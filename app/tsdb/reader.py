@@ -193,21 +193,29 @@ class SeriesReader:
         by_series: dict[bytes, _SeriesRows] = {}
         time_start = self.layout.salt_width + self.layout.metric_width
         stats = self.stats
-        for key, cells in rows:
-            stats.rows += 1
-            # Per cell its row key, column name and value, as OpenTSDB weighs its KeyValues:
-            # many small cells cost more memory than one compacted column of the same points.
-            stats.bytes += (len(key) * len(cells) + sum(map(len, cells))
-                            + sum(map(len, cells.values())))
-            if stats.rows % CHECK_EVERY_ROWS == 0:
-                self.limits.check_read(self._sub, stats.points, stats.bytes)
-                self.deadline.check(self._sub.index)
-            order = key[:time_start] + key[time_start + 4:]
-            group = by_series.get(order)
-            if group is None:
-                tags = self.layout.parse_row_key(key).tags
-                group = by_series[order] = _SeriesRows(order, tags)
-            group.rows.append((key, cells))
+        try:
+            for key, cells in rows:
+                stats.rows += 1
+                # Per cell its row key, column name and value, as OpenTSDB weighs its
+                # KeyValues: many small cells cost more than one compacted column.
+                stats.bytes += (len(key) * len(cells) + sum(map(len, cells))
+                                + sum(map(len, cells.values())))
+                if stats.rows % CHECK_EVERY_ROWS == 0:
+                    self.limits.check_read(self._sub, stats.points, stats.bytes)
+                    self.deadline.check(self._sub.index)
+                order = key[:time_start] + key[time_start + 4:]
+                group = by_series.get(order)
+                if group is None:
+                    tags = self.layout.parse_row_key(key).tags
+                    group = by_series[order] = _SeriesRows(order, tags)
+                group.rows.append((key, cells))
+        finally:
+            # A scan stopped by a limit or the deadline is closed here and now. Left to the
+            # garbage collector, its HBase scanner would be closed at a random moment, maybe
+            # in the middle of another Thrift call on this thread's pooled connection.
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
         self.limits.check_read(self._sub, stats.points, stats.bytes)
         return [by_series[order] for order in sorted(by_series)]
 
