@@ -118,3 +118,8 @@ ci:  ## What CI runs: lint, typecheck, HBase up, the test suite, HBase down
 
 clean:  ## Remove local data and caches
 	rm -rf data .pytest_cache .mypy_cache .ruff_cache test-artifacts
+
+.PHONY: fuzz
+fuzz:  ## Fuzz every endpoint of docs/openapi.yaml (WSGI and a real server); prints counts
+	$(PYTHON) -m pytest -q -s -p no:cacheprovider tests/functional/test_openapi.py \
+		tests/e2e/test_fuzz_live.py

@@ -34,6 +34,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     app = Flask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["TSD"] = tsd_config = load_config(config)
+    # Werkzeug refuses (413) a body longer than this before reading it, even chunked.
+    app.config["MAX_CONTENT_LENGTH"] = tsd_config["tsd.http.request.max_body_bytes"] or None
     app.extensions["tsdb"] = tsdb = TSDB(tsd_config)
     if tsdb.compaction_queue is not None:
         # create_app runs in each gunicorn worker (no preload), so this thread is per worker.

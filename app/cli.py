@@ -167,6 +167,29 @@ def uid_grep(kind: str | None, regex: str) -> None:
             click.echo(f"{each} {name}: {uid_bytes.hex().upper()}")
 
 
+@uid.command("fsck")
+@click.option("--fix", is_flag=True, help="Repair what is found (default: only report).")
+def uid_fsck(fix: bool) -> None:
+    """Check the UID table for orphaned and inconsistent mappings (OpenTSDB's uid fsck)."""
+    from app.tsdb.uid_fsck import fsck
+
+    tsdb = open_tsdb()
+    report = fsck(tsdb, fix=fix)
+    for line in report.errors:
+        click.echo(f"ERROR: {line}")
+    for line in report.warnings:
+        click.echo(f"WARN: {line}")
+    for line in report.fixes:
+        click.echo(f"FIX: {line}")
+    click.echo(f"{report.cells} UID cells analyzed: {len(report.errors)} errors, "
+               f"{len(report.warnings)} warnings")
+    if fix and report.fixes:
+        again = fsck(tsdb)
+        click.echo(f"after fixing: {len(again.errors)} errors, {len(again.warnings)} warnings")
+        sys.exit(1 if again.errors else 0)
+    sys.exit(1 if report.errors else 0)
+
+
 @main.command()
 @click.argument("metric")
 @click.option("--start", "start_s", type=int, default=0, help="Unix seconds, inclusive.")

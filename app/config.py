@@ -110,12 +110,35 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: send `Access-Control-Allow-Credentials: true` to allowed origins (Grafana's "
         "browser access with basic auth or cookies).",
     ),
-    "tsd.query.timeout": Setting(0, int, "Query timeout in milliseconds (0 = none)."),
+    "tsd.query.timeout": Setting(
+        60_000, int,
+        "Query timeout in milliseconds (0 = none), checked inside the read and the engine; "
+        "answered 408. OpenTSDB's default is 0; pytsd's stays under gunicorn's worker timeout.",
+    ),
     "tsd.query.limits.data_points.default": Setting(
-        0, int, "Most data points one sub-query may read (0 = no limit)."
+        10_000_000, int,
+        "Most data points one sub-query may read (0 = no limit), checked per decoded chunk; "
+        "answered 413. OpenTSDB's default is 0; pytsd's lets a whole day of 1,000 series at "
+        "10 s (8.64M points) through.",
     ),
     "tsd.query.limits.bytes.default": Setting(
-        0, int, "Most bytes one sub-query may read (0 = no limit)."
+        128 << 20, int,
+        "Most bytes one sub-query may read from storage, each cell weighing its row key, "
+        "column and value (0 = no limit), checked every 256 rows; answered 413. OpenTSDB's "
+        "default is 0; pytsd's lets a day of 1,000 series at 10 s in compacted rows (82 MiB) "
+        "through and keeps uncompacted reads under a worker's 1 GB.",
+    ),
+    "tsd.query.limits.emitted_points": Setting(
+        5_000_000, int,
+        "pytsd: most data points one sub-query may emit (0 = no limit); answered 413. A "
+        "filling downsampler (`-nan`, `-null`, `-zero`) emits buckets x series: refused "
+        "before the read. Other output is checked before serialising, which also bounds the "
+        "JSON (5M points: about 100 MB of JSON and under 1 GB of worker memory).",
+    ),
+    "tsd.http.request.max_inflated_bytes": Setting(
+        64 << 20, int,
+        "pytsd: largest size a gzip or deflate request body may inflate to, in bytes; "
+        "inflation stops there and the request is answered 413.",
     ),
     "tsd.query.skip_unresolved_tagvs": Setting(
         False, parse_bool, "Drop unknown literal tag values from filters instead of a 400."

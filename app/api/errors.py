@@ -18,13 +18,23 @@ from app.errors import TsdbError
 
 log = logging.getLogger(__name__)
 
+# Messages often quote the input (a name, a pattern): never echo megabytes of it back.
+MAX_ERROR_TEXT_CHARS = 2000
+
+
+def clip(text: str) -> str:
+    """``text`` cut to ``MAX_ERROR_TEXT_CHARS``, saying how much was left out."""
+    if len(text) <= MAX_ERROR_TEXT_CHARS:
+        return text
+    return f"{text[:MAX_ERROR_TEXT_CHARS]}... ({len(text) - MAX_ERROR_TEXT_CHARS} more characters)"
+
 
 def error_response(code: int, message: str, details: str | None = None,
                    exc: BaseException | None = None) -> Response:
     """Build an OpenTSDB error response."""
-    body: dict[str, Any] = {"code": code, "message": message}
+    body: dict[str, Any] = {"code": code, "message": clip(message)}
     if details:
-        body["details"] = details
+        body["details"] = clip(details)
     if exc is not None and current_app.config["TSD"]["tsd.http.show_stack_trace"]:
         body["trace"] = "".join(traceback.format_exception(exc))
     response = jsonify({"error": body})
@@ -73,6 +83,11 @@ def init_app(app: Flask) -> None:
             return error_response(405, "Method not allowed",
                                   f"The HTTP method [{request.method}] is not permitted "
                                   "for this endpoint")
+        if code == 413:
+            limit = current_app.config["TSD"]["tsd.http.request.max_body_bytes"]
+            return error_response(413, "The request body is too large",
+                                  f"It is more than {limit} bytes "
+                                  "(tsd.http.request.max_body_bytes)")
         return error_response(code, exc.name, exc.description)
 
     @app.errorhandler(Exception)

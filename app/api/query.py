@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
 from typing import Any
 
 from flask import Response, current_app, request
 
 from app.api import bp, security
-from app.api.body import has_param, raw_body
+from app.api.body import has_param, parse_json, raw_body
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
 from app.api.stats import record_points_read
@@ -34,10 +33,7 @@ def _body_or_none() -> Any:
     text = raw_body().decode("utf-8", errors="replace").strip()
     if not text:
         return None
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise BadRequestError("Unable to parse the given JSON", str(exc)) from exc
+    return parse_json(text)
 
 
 def delete_allowed() -> bool:

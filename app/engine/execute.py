@@ -29,6 +29,7 @@ from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
 from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
+from app.query.limits import NO_DEADLINE, Deadline
 
 HOUR_S = 3600
 # Raw points per chunk of the per-series stage when downsampling (bounds peak memory).
@@ -125,10 +126,11 @@ def _pipeline(sub: SubQuery, flat: FlatSeries, window: Window) -> FlatSeries:
     return flat
 
 
-def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window) -> FlatSeries:
+def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
+                      deadline: Deadline = NO_DEADLINE) -> FlatSeries:
     """Flatten, downsample and rate the series, a chunk of about ``STAGE_CHUNK_POINTS`` raw
     points at a time when downsampling (which shrinks each chunk), so peak memory follows the
-    chunk, not the whole query."""
+    chunk, not the whole query; the deadline is checked after each chunk."""
     if sub.downsample is None:
         return _pipeline(sub, flatten(series, window.scan_start_ms, window.scan_end_ms), window)
     pieces, chunk, points = [], [], 0
@@ -139,6 +141,7 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window) -
             pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
                                                  window.scan_end_ms), window))
             chunk, points = [], 0
+            deadline.check(sub.index)
     if chunk or not pieces:
         pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
                                 window))
@@ -149,11 +152,13 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window) -
 # are silent
 @np.errstate(over="ignore", invalid="ignore")
 def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms: int,
-                 end_ms: int, *, timezone: str = "UTC") -> list[GroupResult]:
+                 end_ms: int, *, timezone: str = "UTC",
+                 deadline: Deadline = NO_DEADLINE) -> list[GroupResult]:
     """Downsample, rate and aggregate ``series`` (already filtered) into the response groups.
 
     ``timezone`` is the query's (POST ``timezone``) for calendar downsampling; the validator
-    has already folded ``useCalendar`` into ``sub.downsample.calendar``.
+    has already folded ``useCalendar`` into ``sub.downsample.calendar``. ``deadline`` is
+    checked between stages and between groups.
     """
     scan_start, scan_end = scan_bounds_ms(start_ms, end_ms, sub.downsample)
     ordered = _span_order(series)
@@ -163,12 +168,14 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     active = np.array([count_inside(s, scan_start, scan_end) > 0 for s in ordered], dtype=bool)
     position = np.cumsum(active) - 1  # a series' row in the flat arrays of active series
     window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
-    flat = _per_series_stage(sub, [s for s, a in zip(ordered, active) if a], window)
+    flat = _per_series_stage(sub, [s for s, a in zip(ordered, active) if a], window, deadline)
+    deadline.check(sub.index)
     json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
     data_groups = [[int(position[i]) for i in rows if active[i]] for rows in groups]
     singles = _merge_singles(sub, flat, [rows for rows in data_groups if rows], scan_end)
     results = []
     for rows, data_rows in zip(groups, data_groups, strict=True):
+        deadline.check(sub.index)
         notes = [note for i in rows if not active[i] for note in ordered[i].annotations]
         if not data_rows:
             if any(_note_in_range(note, start_ms, end_ms) for note in notes):
@@ -179,7 +186,7 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
         else:
             group_flat = flat if len(data_rows) == flat.n_series else flat.take(data_rows)
             merged = merge(group_flat, AGGREGATORS[sub.aggregator], rate=sub.rate,
-                           end_ms=scan_end)
+                           end_ms=scan_end, deadline=deadline, index=sub.index)
         members = [ordered[i] for i in rows if active[i]]
         results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null,
                                notes))

@@ -17,7 +17,7 @@ next value is a double. Work is done in column blocks of a (series x timestamps)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from app.engine.aggregators import (
 )
 from app.engine.flat import FlatSeries, ranges_to_index
 from app.engine.model import BoolArray, Float64Array, Int64Array
+from app.query.limits import NO_DEADLINE, Deadline
 
 CELLS_PER_BLOCK = 1 << 19
 
@@ -59,14 +60,21 @@ def _empty() -> Merged:
                   np.zeros(0, dtype=np.int64))
 
 
-def merge(flat: FlatSeries, agg: Aggregator, *, rate: bool, end_ms: int) -> Merged:
-    """Aggregate all series of ``flat`` (already in span order) into one."""
+def merge(flat: FlatSeries, agg: Aggregator, *, rate: bool, end_ms: int,
+          deadline: Deadline = NO_DEADLINE, index: int = 0) -> Merged:
+    """Aggregate all series of ``flat`` (already in span order) into one.
+
+    The (series x union) blocks are reduced one at a time as they are built, so memory
+    follows one block, and ``deadline`` (for sub-query ``index``) is checked between blocks:
+    a group of many misaligned series is series x timestamps of work.
+    """
     rows = np.flatnonzero(flat.lengths >= (2 if rate else 1))
     if len(rows) == 0:
         return _empty()
     if len(rows) < flat.n_series:
         flat = flat.take(rows)
     aligned = _aligned(flat, rate, end_ms)
+    blocks: Iterable[_Block]
     if aligned is not None:
         union, blocks = aligned
     else:
@@ -74,10 +82,17 @@ def merge(flat: FlatSeries, agg: Aggregator, *, rate: bool, end_ms: int) -> Merg
         if rate:
             emit[flat.offsets[:-1]] = False
         union = _union(flat.ts_ms[emit])
-        blocks = list(_general_blocks(flat, union, agg.interpolation, rate))
+        blocks = _checked(_general_blocks(flat, union, agg.interpolation, rate), deadline,
+                          index)
     if len(union) == 0:
         return _empty()
     return _reduce(union, blocks, agg, rate)
+
+
+def _checked(blocks: Iterator[_Block], deadline: Deadline, index: int) -> Iterator[_Block]:
+    for block in blocks:
+        deadline.check(index)
+        yield block
 
 
 def merge_each(flat: FlatSeries, agg: Aggregator, *, rate: bool,
@@ -105,7 +120,8 @@ def merge_each(flat: FlatSeries, agg: Aggregator, *, rate: bool,
     return merged, kept_before[flat.offsets]
 
 
-def _reduce(union: Int64Array, blocks: list[_Block], agg: Aggregator, rate: bool) -> Merged:
+def _reduce(union: Int64Array, blocks: Iterable[_Block], agg: Aggregator,
+            rate: bool) -> Merged:
     values, int_mask, longs = [], [], []
     for block in blocks:
         present = None if bool(block.active.all()) else block.active

@@ -18,9 +18,10 @@ Everything here works on strings; storage maps names to UIDs itself.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+
+import re2
 
 from app.errors import BadRequestError
 from app.query.ast import Filter
@@ -157,7 +158,12 @@ class IWildcardFilter(WildcardFilter):
 
 
 class RegexpFilter(TagFilter):
-    """An unanchored search, like Java's ``Matcher.find``."""
+    """An unanchored search, like Java's ``Matcher.find`` in ``TagVRegexFilter``.
+
+    Evaluated by RE2, whose time is linear in the tag value: a pattern such as ``(a+)+$``
+    cannot pin a worker the way a backtracking engine (Java's, Python's ``re``) lets it.
+    The price: backreferences and lookaround, which need backtracking, are refused with a 400.
+    """
 
     type = "regexp"
 
@@ -165,13 +171,41 @@ class RegexpFilter(TagFilter):
         super().__init__(tagk, expr, group_by)
         if not expr:
             raise BadRequestError("Filter cannot be null or empty")
-        try:
-            self.pattern = re.compile(expr)
-        except re.error as exc:
-            raise BadRequestError(f"Invalid regular expression '{expr}': {exc}") from None
+        self.pattern = compile_regexp(expr)
 
     def matches(self, tagv: str) -> bool:
         return self.pattern.search(tagv) is not None
+
+
+# Compiled-program memory RE2 may use per pattern: refuses absurd patterns, not real ones.
+REGEXP_MAX_MEM_BYTES = 8 << 20
+# An error message quotes at most this much of the pattern.
+REGEXP_ECHO_CHARS = 200
+
+
+def _regexp_options() -> re2.Options:
+    options = re2.Options()
+    options.max_mem = REGEXP_MAX_MEM_BYTES
+    options.log_errors = False  # a bad pattern is the user's 400, not a server log line
+    return options
+
+
+_REGEXP_OPTIONS = _regexp_options()
+
+
+def compile_regexp(expr: str) -> re2._Regexp:
+    """Compile a tag-value pattern for linear-time search, or a 400 saying why not."""
+    try:
+        return re2.compile(expr, options=_REGEXP_OPTIONS)
+    except re2.error as exc:
+        reason = exc.args[0] if exc.args else exc
+        if isinstance(reason, bytes):
+            reason = reason.decode("utf-8", errors="replace")
+        shown = expr if len(expr) <= REGEXP_ECHO_CHARS else expr[:REGEXP_ECHO_CHARS] + "..."
+        raise BadRequestError(
+            f"Invalid regular expression '{shown}': {str(reason)[:REGEXP_ECHO_CHARS]}",
+            "pytsd evaluates regexp filters with RE2 (linear time): backreferences and "
+            "lookaround are not supported") from None
 
 
 class NotKeyFilter(TagFilter):

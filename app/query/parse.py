@@ -142,7 +142,8 @@ def _parse_tag_group(text: str, group_by: bool) -> list[Filter]:
                 raise BadRequestError(f"invalid tag: {entry}")
             filters.append(filter_from_tag(tagk_value[0], tagk_value[1], group_by))
         except BadRequestError as exc:
-            raise BadRequestError(f"When parsing {what} '{entry}': {exc.message}") from None
+            raise BadRequestError(f"When parsing {what} '{entry}': {exc.message}",
+                                  exc.details) from None
     return filters
 
 

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from app.engine.execute import run_subquery
+from app.engine.flat import count_inside
 from app.engine.model import GroupResult
 from app.errors import QueryLimitError, QueryTimeoutError
 from app.query.ast import Query, SubQuery
+from app.query.limits import Deadline, QueryLimits
 from app.query.validate import describe_query
 from app.tsdb import TSDB
 from app.tsdb.reader import SeriesReader
@@ -26,19 +29,22 @@ class QueryOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
+def query_limits(config: Mapping[str, Any]) -> QueryLimits:
+    return QueryLimits(data_points=config["tsd.query.limits.data_points.default"],
+                       bytes=config["tsd.query.limits.bytes.default"],
+                       emitted_points=config["tsd.query.limits.emitted_points"])
+
+
 def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
-    """Execute every sub-query in order; enforce the point limit and the timeout."""
+    """Execute every sub-query in order under the limits and the deadline
+    (``app.query.limits``), both checked inside the read and the engine."""
     started = time.perf_counter()
-    timeout_ms = tsdb.config["tsd.query.timeout"]
+    deadline = Deadline(tsdb.config["tsd.query.timeout"])
     outcome = QueryOutcome(results=[])
     try:
         for sub in query.queries:
-            outcome.results += _run_sub(tsdb, query, sub, outcome)
-            elapsed_ms = (time.perf_counter() - started) * 1000
-            if timeout_ms and elapsed_ms > timeout_ms:
-                raise QueryTimeoutError(f"Query timeout exceeded after {elapsed_ms:.0f} ms, "
-                                        f"in sub query {sub.index} "
-                                        f"(tsd.query.timeout={timeout_ms})")
+            outcome.results += _run_sub(tsdb, query, sub, outcome, deadline)
+            deadline.check(sub.index)
     except (QueryLimitError, QueryTimeoutError) as exc:
         exc.details = describe_query(query)
         log.warning("%s: %s", exc.message, exc.details)
@@ -54,23 +60,29 @@ def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
     return outcome
 
 
-def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery,
-             outcome: QueryOutcome) -> list[GroupResult]:
+def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
+             deadline: Deadline) -> list[GroupResult]:
     started = time.perf_counter()
-    reader = SeriesReader(tsdb, tsdb.config["tsd.query.limits.data_points.default"])
+    reader = SeriesReader(tsdb, query_limits(tsdb.config), deadline)
     series = reader.read(sub, query.start_ms, query.end_ms)
     if query.delete:  # the API checked tsd.query.allow_delete and the caller's role
         from app.tsdb.delete import delete_points
 
         delete_points(tsdb, reader.matched_rows, query.start_ms, query.end_ms)
     read_ms = (time.perf_counter() - started) * 1000
+    if sub.aggregator == "none" and sub.downsample is None:
+        # Raw series out as they came in: the output is known before the engine runs.
+        reader.limits.check_output(sub, sum(count_inside(s, query.start_ms, query.end_ms + 1)
+                                            for s in series))
     metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
     results = run_subquery(sub, metric, series, query.start_ms, query.end_ms,
-                           timezone=query.timezone or "UTC")
+                           timezone=query.timezone or "UTC", deadline=deadline)
+    emitted = int(sum(r.ts_ms.size for r in results))
+    reader.limits.check_output(sub, emitted)
     outcome.stats[sub.index] = {
         "queryIndex": sub.index, "rowsScanned": reader.stats.rows,
         "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,
-        "emittedDPs": int(sum(r.ts_ms.size for r in results)),
+        "emittedDPs": emitted,
         "storageTimeMs": round(read_ms, 3),
         "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
     return results

@@ -22,9 +22,10 @@ import numpy as np
 
 from app.engine.execute import scan_bounds_ms
 from app.engine.model import Int64Array, Series
-from app.errors import BadRequestError, NoSuchUniqueId, QueryLimitError
+from app.errors import BadRequestError, NoSuchUniqueId
 from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
+from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
@@ -45,6 +46,8 @@ SERIES_SHIFT_S = 2**43 // 1000
 DECODE_CHUNK_ROWS = 3000
 # Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
 MAX_NARROWED_HOURS = 24 * 8
+# Rows fetched between checks of the byte limit and the deadline.
+CHECK_EVERY_ROWS = 256
 DATA_PREFIX = b"t:"
 
 
@@ -67,23 +70,36 @@ class ReadStats:
     rows: int = 0
     points: int = 0
     series: int = 0
+    bytes: int = 0
 
 
 class SeriesReader:
     """Reads the series of one sub-query."""
 
-    def __init__(self, tsdb: TSDB, max_points: int = 0) -> None:
+    def __init__(self, tsdb: TSDB, limits: QueryLimits | None = None,
+                 deadline: Deadline = NO_DEADLINE) -> None:
         self.tsdb = tsdb
         self.layout = tsdb.layout
-        self.max_points = max_points
+        self.limits = limits or QueryLimits()
+        self.deadline = deadline
         self.stats = ReadStats()
         self.matched_rows: list[tuple[bytes, Row]] = []
+        self._sub = SubQuery("none")
+        self._buckets = 0
 
     # Seconds between two row base times (rollup tables may use longer rows).
     row_span_s = MAX_TIMESPAN_S
 
     def read(self, sub: SubQuery, start_ms: int, end_ms: int) -> list[Series]:
-        """Every series of ``sub`` with data in the scan range, in row-key order."""
+        """Every series of ``sub`` with data in the scan range, in row-key order.
+
+        The limits apply as the work goes: filled buckets before any read, bytes and the
+        deadline every ``CHECK_EVERY_ROWS`` rows, buckets x series before decoding, points
+        after each decoded chunk.
+        """
+        self._sub = sub
+        self.limits.check_buckets(sub, start_ms, end_ms)
+        self._buckets = filled_buckets(sub, start_ms, end_ms)
         planned = planned_read(self, sub, start_ms, end_ms)  # from rollups, when they answer
         if planned is not None:
             return planned
@@ -105,7 +121,7 @@ class SeriesReader:
             constraints = self._resolve(merge_filters(filters))
             groups = self._metric_rows(metric_uid, constraints, sub.explicit_tags, filters,
                                        first_s, last_s)
-        return self._decode(groups, filters, sub.explicit_tags, sub.index)
+        return self._decode(groups, filters, sub.explicit_tags)
 
     def _check_tsuids(self, tsuids: Sequence[str]) -> None:
         """Whole UIDs, one metric (``TsdbQuery#setTimeSeries``; OpenTSDB answers 500)."""
@@ -193,33 +209,45 @@ class SeriesReader:
     def _group(self, rows: Iterator[tuple[bytes, Row]]) -> Iterable[_SeriesRows]:
         by_series: dict[bytes, _SeriesRows] = {}
         time_start = self.layout.salt_width + self.layout.metric_width
-        for key, cells in rows:
-            self.stats.rows += 1
-            order = key[:time_start] + key[time_start + 4:]
-            group = by_series.get(order)
-            if group is None:
-                tags = self.layout.parse_row_key(key).tags
-                group = by_series[order] = _SeriesRows(order, tags)
-            group.rows.append((key, cells))
+        stats = self.stats
+        try:
+            for key, cells in rows:
+                stats.rows += 1
+                # Per cell its row key, column name and value, as OpenTSDB weighs its
+                # KeyValues: many small cells cost more than one compacted column.
+                stats.bytes += (len(key) * len(cells) + sum(map(len, cells))
+                                + sum(map(len, cells.values())))
+                if stats.rows % CHECK_EVERY_ROWS == 0:
+                    self.limits.check_read(self._sub, stats.points, stats.bytes)
+                    self.deadline.check(self._sub.index)
+                order = key[:time_start] + key[time_start + 4:]
+                group = by_series.get(order)
+                if group is None:
+                    tags = self.layout.parse_row_key(key).tags
+                    group = by_series[order] = _SeriesRows(order, tags)
+                group.rows.append((key, cells))
+        finally:
+            # A scan stopped by a limit or the deadline is closed here and now. Left to the
+            # garbage collector, its HBase scanner would be closed at a random moment, maybe
+            # in the middle of another Thrift call on this thread's pooled connection.
+            close = getattr(rows, "close", None)
+            if close is not None:
+                close()
+        self.limits.check_read(self._sub, stats.points, stats.bytes)
         return [by_series[order] for order in sorted(by_series)]
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
-                explicit_tags: bool, index: int) -> list[Series]:
+                explicit_tags: bool) -> list[Series]:
         kept = []
         for group in groups:
             tags = self._names(group.tag_uids)
             if tags is not None and series_matches(tags, filters, explicit_tags):
                 kept.append((group, tags))
+        self.limits.check_emitted(self._sub, self._buckets, len(kept))
         # The rows of the series the query matched (what ``"delete": true`` deletes).
         self.matched_rows = [row for group, _ in kept for row in group.rows]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
-        self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
-        if self.max_points and self.stats.points > self.max_points:
-            raise QueryLimitError(
-                f"Sorry, you have attempted to fetch more than our limit of {self.max_points} "
-                f"data points (sub query {index} read {self.stats.points}). Please try "
-                "filtering using more tags or decrease your time range.")
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
 
     def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
@@ -239,9 +267,17 @@ class SeriesReader:
             chunk.append(group)
             rows += len(group.rows)
             if rows >= DECODE_CHUNK_ROWS:
-                decoded += self._decode_chunk(chunk)
+                decoded += self._decode_counted(chunk)
                 chunk, rows = [], 0
-        return decoded + self._decode_chunk(chunk)
+        return decoded + self._decode_counted(chunk)
+
+    def _decode_counted(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+        """One decode pass, then the point limit and the deadline."""
+        decoded = self._decode_chunk(groups)
+        self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
+        self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
+        self.deadline.check(self._sub.index)
+        return decoded
 
     def _decode_chunk(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         if not groups:

@@ -27,6 +27,8 @@ KINDS = ("metrics", "tagk", "tagv")
 MAXID_ROW = b"\x00"
 ID_FAMILY = b"id"
 NAME_FAMILY = b"name"
+# HBase's longest row key (Short.MAX_VALUE): no forward mapping can have a longer name.
+MAX_ROW_KEY_BYTES = 32767
 
 # What Tags.validateString calls each kind in its messages.
 KIND_LABELS = {"metrics": "metric", "tagk": "tag name", "tagv": "tag value"}
@@ -89,6 +91,8 @@ class UniqueId:
             self.cache_hits += 1
         else:
             self.cache_misses += 1
+            if len(name.encode()) > MAX_ROW_KEY_BYTES:
+                return None  # cannot be stored, so it has no UID (HBase would fail the get)
             cells = self._table().row(name.encode(), [self._column(ID_FAMILY)])
             uid = cells.get(self._column(ID_FAMILY))
             if uid is not None:
@@ -158,6 +162,8 @@ class UniqueId:
     def suggest(self, prefix: str, limit: int) -> list[str]:
         """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""
         start = prefix.encode("utf-8")
+        if len(start) > MAX_ROW_KEY_BYTES:
+            return []  # no stored name is that long (and HBase refuses such a scan key)
         # Forward rows are names; skip the binary reverse/MAXID rows by starting above 0x00.
         names: list[str] = []
         for row, cells in self._table().scan(row_start=start or b"\x01",
