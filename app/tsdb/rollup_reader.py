@@ -28,7 +28,7 @@ class RollupReader(SeriesReader):
 
     def __init__(self, raw: SeriesReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
-        super().__init__(raw.tsdb, raw.max_points)
+        super().__init__(raw.tsdb, raw.limits, raw.deadline)
         self.table_name = table_name or interval.table
         assert raw.tsdb.rollup_config is not None
         self.interval = interval
@@ -123,7 +123,7 @@ class PreAggregateReader(SeriesReader):
     """The raw reader over a pre-aggregate table in raw-point layout (the default interval's)."""
 
     def __init__(self, raw: SeriesReader, table_name: str) -> None:
-        super().__init__(raw.tsdb, raw.max_points)
+        super().__init__(raw.tsdb, raw.limits, raw.deadline)
         self.table_name = table_name
 
     def table(self) -> Table:
