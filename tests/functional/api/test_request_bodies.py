@@ -126,10 +126,10 @@ def test_raw_body_over_the_cap_is_a_413(make_client: Any) -> None:
     assert client.post("/api/put", data=json.dumps(point)).status_code == 204
 
 
-def test_default_raw_cap_is_16_mib() -> None:
+def test_default_raw_cap_is_32_mib() -> None:
     from app.config import SETTINGS
 
-    assert SETTINGS["tsd.http.request.max_body_bytes"].default == 16 * MIB
+    assert SETTINGS["tsd.http.request.max_body_bytes"].default == 32 * MIB
 
 
 @pytest.mark.parametrize(("method", "path"), JSON_ENDPOINTS)

@@ -16,7 +16,7 @@ from tests.functional.plugin.conftest import NOW_S, Credentials
 
 # Values for the variable parts of routes.
 ARGUMENTS = {"version": "1", "rest": "x", "search_type": "lookup",
-             "filename": "annotations/main.js"}
+             "filename": "annotations/main.js", "name": "api"}
 METHODS = ("GET", "POST", "PUT", "DELETE")
 PUT_BODY = [{"metric": "sys.cpu", "timestamp": NOW_S, "value": 1, "tags": {"host": "a"}}]
 NOTE_BODY = {"startTime": NOW_S, "description": "deploy"}
