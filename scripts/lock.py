@@ -14,6 +14,10 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 ROOT_EXTRAS = ("hbase", "test", "dev")
+# Never pinned: PIP_CONSTRAINT also binds pip's isolated build environment, and pinning the
+# build backend a runtime dependency happens to name (opentsdb-py names setuptools) below
+# pyproject.toml's `requires = ["setuptools>=68"]` would break every editable install.
+BUILD_TOOLS = {"setuptools", "pip"}
 
 
 def closure(name: str, extras: tuple[str, ...]) -> dict[str, str]:
@@ -39,7 +43,7 @@ def closure(name: str, extras: tuple[str, ...]) -> dict[str, str]:
     for each in found:
         found[each] = metadata.version(each)
     found.pop(canonicalize_name(name), None)
-    return found
+    return {each: version for each, version in found.items() if each not in BUILD_TOOLS}
 
 
 def main() -> None:
