@@ -70,12 +70,11 @@ def test_build_run_copy_and_restore_a_query(page: Any, live_server: str) -> None
 
     # Sub-query 1 through the suggestions, as a user types it.
     field(page, 1, "Metric").fill("sys.cpu.u")
-    page.wait_for_function("[...document.querySelectorAll('#metric-suggestions option')]"
-                           ".some(o => o.value === 'sys.cpu.user')")
+    # Locators, not wait_for_function: that evaluates a string, which the page's CSP forbids.
+    page.locator("#metric-suggestions option[value='sys.cpu.user']").wait_for(state="attached")
     field(page, 1, "Metric").fill("sys.cpu.user")
     field(page, 1, "Tags").fill("ho")
-    page.wait_for_function("[...document.querySelectorAll('#q1-tag-suggestions option')]"
-                           ".some(o => o.value === 'host=')")
+    page.locator("#q1-tag-suggestions option[value='host=']").wait_for(state="attached")
     field(page, 1, "Tags").fill("host=web01")
     field(page, 1, "Aggregator").select_option("max")
     field(page, 1, "Downsample").fill("10m")
