@@ -44,7 +44,7 @@ $(INSTALLED): $(INSTALL_INPUTS) | $(PYTHON)
 install-test: $(INSTALLED_TEST)  ## Install test and dev dependencies (pip packages, Debian chromium and collectd)
 $(INSTALLED_TEST): $(INSTALL_INPUTS) | $(PYTHON)
 	@touch $@
-	@echo "Installing for the tests: pip packages of pytsd[hbase,test,dev] into .venv (versions from constraints.txt); Debian's chromium and collectd with apt-get if missing"
+	@echo "Installing for the tests: pip packages of pytsd[hbase,test,dev] into .venv (versions from constraints.txt); Debian's chromium with apt-get (and collectd-core) if missing"
 	$(PIP) install -q -e '.[hbase,test,dev]'
 	@touch $(INSTALLED)  # that included everything `make install` installs
 	scripts/install-browser.sh
