@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app, jsonify
+from flask import Response, current_app
 
 from app.api import bp
+from app.api.annotation import json_response
 from app.api.body import has_param, json_body
 from app.api.stats import record_points_written
 from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
@@ -57,11 +58,12 @@ def _respond(raw_points: list[Any], errors: list[str | None]) -> Response:
             raise BadRequestError("One or more data points had errors",
                                   'Please see the TSD logs or append "details" to the put request')
         return Response(status=204)
-    body: dict[str, Any] = {"failed": len(failed), "success": len(raw_points) - len(failed)}
+    # OpenTSDB's order (a Java HashMap of these three keys), compact, no trailing newline.
+    body: dict[str, Any] = {"success": len(raw_points) - len(failed), "failed": len(failed)}
     if details:
         body["errors"] = [{"datapoint": _as_received(raw), "error": error}
                           for raw, error in failed]
-    response = jsonify(body)
+    response = json_response(body)
     response.status_code = 400 if failed else 200
     return response
 

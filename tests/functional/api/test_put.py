@@ -74,6 +74,13 @@ def test_array_gzip_summary(client: FlaskClient, tsdb: TSDB) -> None:
     assert len(data_cells(tsdb)) == 2
 
 
+def test_summary_bytes_are_opentsdbs(client: FlaskClient) -> None:
+    """OpenTSDB 2.4.1 answers success before failed, compact, with no trailing newline."""
+    response = post(client, [NICE, {**NICE, "metric": "bad metric!"}], "?summary")
+    assert response.status_code == 400
+    assert response.data == b'{"success":1,"failed":1}'
+
+
 @pytest.mark.parametrize(("point", "message"), [
     ({**NICE, "metric": ""}, "Metric name was empty"),
     ({k: v for k, v in NICE.items() if k != "metric"}, "Metric name was empty"),
