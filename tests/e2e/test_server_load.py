@@ -97,14 +97,16 @@ def test_graceful_shutdown_finishes_in_flight_and_closes_idle(tmp_path: Path) ->
 
 
 def test_requests_beyond_the_queue_limit_get_503_json(demo_store: str, tmp_path: Path) -> None:
+    # A request that blocks its thread for a known time, not a heavy query: how long a query
+    # takes depends on the machine, and a fast one would leave the slot free.
     tsd = start_tsd(tmp_path, {"tsd.storage": demo_store, "tsd.server.queue_limit": 1},
-                    workers=1)
+                    workers=1, app="tests.e2e.wsgi_faults:application")
     try:
         with ThreadPoolExecutor(1) as pool:
-            heavy = pool.submit(requests.get, f"{tsd.url}/api/query?{HEAVY_QUERY}", timeout=60)
-            time.sleep(0.3)  # the heavy query holds the worker's only slot
+            busy = pool.submit(requests.get, f"{tsd.url}/test/sleep?s=3", timeout=60)
+            time.sleep(0.5)  # the sleeping request holds the worker's only slot
             overloaded = requests.get(f"{tsd.url}/api/version", timeout=5)
-            assert heavy.result().status_code == 200
+            assert busy.result().status_code == 200
         assert overloaded.status_code == 503
         assert overloaded.json()["error"]["message"] == "Service Unavailable"
         assert requests.get(f"{tsd.url}/api/version", timeout=5).status_code == 200
