@@ -9,8 +9,6 @@ fresh context per test (UTC, a fixed viewport) whose console errors fail the tes
 from __future__ import annotations
 
 import os
-import signal
-import socket
 import subprocess
 import sys
 import time
@@ -22,18 +20,14 @@ from typing import Any
 import pytest
 import requests
 
+from tests.e2e.tsd_process import free_port, stop_process_group
+
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("TSD_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts"
 START_TIMEOUT_S = 30.0
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def wait_until_responds(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
@@ -84,12 +78,7 @@ def serve(store_url: str, log_dir: Path, extra_env: dict[str, str] | None = None
         wait_until_responds(f"{base_url}/", process, log)
         yield base_url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
 
 
 @pytest.fixture(scope="session")

@@ -5,7 +5,6 @@ browser's own Basic prompt under the strict CSP."""
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -18,6 +17,7 @@ import requests
 
 from plugin.credentials import CredentialsFile
 from tests.e2e.conftest import ROOT, START_TIMEOUT_S, free_port
+from tests.e2e.tsd_process import stop_process_group
 
 T0 = 1_600_000_000
 PASSWORD = "browser-pass"
@@ -53,12 +53,7 @@ def auth_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory
         wait_for(url, tokens["read"], process, log)
         yield {"url": url, "tokens": tokens, "env": env}
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
 
 
 def wait_for(url: str, token: str, process: subprocess.Popen[bytes], log: Path) -> None:

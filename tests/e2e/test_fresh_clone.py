@@ -21,7 +21,6 @@ import json
 import os
 import re
 import shutil
-import signal
 import socket
 import subprocess
 import sys
@@ -34,6 +33,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.e2e.tsd_process import stop_process_group
 
 ROOT = Path(__file__).resolve().parents[2]
 DEAD = "http://127.0.0.1:9"  # nothing listens there: every fetch through it fails
@@ -117,12 +118,7 @@ def serving(command: list[str], cwd: Path, env: dict[str, str], port: int,
             time.sleep(0.5)
         yield
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
 
 
 def answers(port: int) -> bool:

@@ -7,7 +7,6 @@ pathological regexps, a gzip bomb, deep JSON) each answer within a second with n
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -24,6 +23,7 @@ from hypothesis import HealthCheck, given, seed, settings
 from schemathesis import GenerationMode
 
 from tests.e2e.conftest import ROOT, free_port, wait_until_responds
+from tests.e2e.tsd_process import stop_process_group
 from tests.fuzzing import (
     OPENAPI,
     REQUESTS_PER_EXAMPLE,
@@ -69,12 +69,7 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         MASTER_PID[base_url] = process.pid
         yield base_url
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        stop_process_group(process)
 
 
 MASTER_PID: dict[str, int] = {}

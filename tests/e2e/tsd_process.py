@@ -49,14 +49,21 @@ class TsdProcess:
         return sock
 
     def stop(self, sig: int = signal.SIGTERM, timeout_s: float = 30.0) -> int:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, sig)
-            try:
-                self.process.wait(timeout=timeout_s)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
-        return self.process.returncode
+        return stop_process_group(self.process, sig, timeout_s)
+
+
+def stop_process_group(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
+                       timeout_s: float = 30.0) -> int:
+    """Signal a server started with ``start_new_session`` (gunicorn and its workers), wait for
+    it, and kill the group when it outlives ``timeout_s``; its exit code."""
+    if process.poll() is None:
+        os.killpg(process.pid, sig)
+        try:
+            process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+    return process.returncode
 
 
 def empty_store(path: Path) -> str:
