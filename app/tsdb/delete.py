@@ -38,7 +38,6 @@ def delete_points(tsdb: TSDB, rows: Iterable[tuple[bytes, Row]], start_ms: int,
         inside = (decoded.ts_ms >= start_ms) & (decoded.ts_ms <= end_ms)
         if not inside.any():
             continue
-        table.delete(key, list(data))
         kept = {}
         for ts_ms, value, is_int in zip(decoded.ts_ms[~inside].tolist(),
                                         decoded.values[~inside].tolist(),
@@ -46,8 +45,13 @@ def delete_points(tsdb: TSDB, rows: Iterable[tuple[bytes, Row]], start_ms: int,
             ts = ts_ms // 1000 if ts_ms % 1000 == 0 else ts_ms
             _, qualifier, raw = codec.point_cell(ts, int(value) if is_int else value)
             kept[DATA_PREFIX + qualifier] = raw
+        # Rewrite the kept points, then delete only the columns not rewritten: on HBase a column
+        # delete and a put of the same column in the same millisecond would hide the put.
         if kept:
             table.put(key, kept)
+        dropped = [column for column in data if column not in kept]
+        if dropped:
+            table.delete(key, dropped)
         deleted += int(inside.sum())
     log.info("query delete: %d data points deleted in [%d, %d]", deleted, start_ms, end_ms)
     return deleted
