@@ -153,8 +153,12 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
 @np.errstate(over="ignore", invalid="ignore")
 def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms: int,
                  end_ms: int, *, timezone: str = "UTC",
-                 deadline: Deadline = NO_DEADLINE) -> list[GroupResult]:
+                 deadline: Deadline = NO_DEADLINE,
+                 keep_scanned: bool = False) -> list[GroupResult]:
     """Downsample, rate and aggregate ``series`` (already filtered) into the response groups.
+
+    ``keep_scanned`` keeps every point of the scanned hour rows instead of cutting the output to
+    ``[start_ms, end_ms]`` (OpenTSDB's ``/api/query/exp`` works on, and prints, all of them).
 
     ``timezone`` is the query's (POST ``timezone``) for calendar downsampling; the validator
     has already folded ``useCalendar`` into ``sub.downsample.calendar``. ``deadline`` is
@@ -188,8 +192,8 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
             merged = merge(group_flat, AGGREGATORS[sub.aggregator], rate=sub.rate,
                            end_ms=scan_end, deadline=deadline, index=sub.index)
         members = [ordered[i] for i in rows if active[i]]
-        results.append(_result(sub, metric, members, merged, start_ms, end_ms, json_null,
-                               notes))
+        results.append(_result(sub, metric, members, merged, (start_ms, end_ms), json_null,
+                               notes, keep_scanned))
     return results
 
 
@@ -225,12 +229,13 @@ def _merge_singles(sub: SubQuery, flat: FlatSeries, groups: list[list[int]],
     return out
 
 
-def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged, start_ms: int,
-            end_ms: int, json_null: bool, extra_notes: list[dict[str, Any]]) -> GroupResult:
+def _result(sub: SubQuery, metric: str, members: list[Series], merged: Merged,
+            range_ms: tuple[int, int], json_null: bool, extra_notes: list[dict[str, Any]],
+            keep_scanned: bool = False) -> GroupResult:
     # The serializer's filter: start <= ts <= end, both inclusive.
-    lo = int(np.searchsorted(merged.ts_ms, start_ms, side="left"))
-    hi = int(np.searchsorted(merged.ts_ms, end_ms, side="right"))
-    inside = slice(lo, hi)
+    lo = int(np.searchsorted(merged.ts_ms, range_ms[0], side="left"))
+    hi = int(np.searchsorted(merged.ts_ms, range_ms[1], side="right"))
+    inside = slice(0, merged.ts_ms.size) if keep_scanned else slice(lo, hi)
     tags, aggregate_tags = compute_tags(members)
     int_mask = merged.int_mask[inside]
     if np.isinf(merged.values[inside][~int_mask]).any():

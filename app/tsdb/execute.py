@@ -35,15 +35,16 @@ def query_limits(config: Mapping[str, Any]) -> QueryLimits:
                        emitted_points=config["tsd.query.limits.emitted_points"])
 
 
-def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
+def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False) -> QueryOutcome:
     """Execute every sub-query in order under the limits and the deadline
-    (``app.query.limits``), both checked inside the read and the engine."""
+    (``app.query.limits``), both checked inside the read and the engine. ``keep_scanned``:
+    results keep every point of the scanned rows (``app.engine.execute.run_subquery``)."""
     started = time.perf_counter()
     deadline = Deadline(tsdb.config["tsd.query.timeout"])
     outcome = QueryOutcome(results=[])
     try:
         for sub in query.queries:
-            outcome.results += _run_sub(tsdb, query, sub, outcome, deadline)
+            outcome.results += _run_sub(tsdb, query, sub, outcome, deadline, keep_scanned)
             deadline.check(sub.index)
     except (QueryLimitError, QueryTimeoutError) as exc:
         exc.details = describe_query(query)
@@ -61,7 +62,7 @@ def run_query(tsdb: TSDB, query: Query) -> QueryOutcome:
 
 
 def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
-             deadline: Deadline) -> list[GroupResult]:
+             deadline: Deadline, keep_scanned: bool = False) -> list[GroupResult]:
     started = time.perf_counter()
     reader = SeriesReader(tsdb, query_limits(tsdb.config), deadline)
     series = reader.read(sub, query.start_ms, query.end_ms)
@@ -76,7 +77,8 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
                                             for s in series))
     metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
     results = run_subquery(sub, metric, series, query.start_ms, query.end_ms,
-                           timezone=query.timezone or "UTC", deadline=deadline)
+                           timezone=query.timezone or "UTC", deadline=deadline,
+                           keep_scanned=keep_scanned)
     emitted = int(sum(r.ts_ms.size for r in results))
     reader.limits.check_output(sub, emitted)
     outcome.stats[sub.index] = {

@@ -7,6 +7,7 @@ OpenTSDB's own bugs (where pytsd stays right). Anything else fails the suite.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -183,3 +184,34 @@ DEPARTURES: list[Departure] = [
               "with a huge `back_scan`", _huge_back_scan, sides="any"),
 ]
 
+
+
+# ---------------------------------------------------------------- /api/query/exp (test_expressions)
+
+
+def _exp_invalid_is_400(case: Any, lines: list[str]) -> bool:
+    return case.kind == "malformed" and lines == ["status 500 vs 400"]
+
+
+def _exp_parse_error_text(case: Any, lines: list[str]) -> bool:
+    return case.kind == "malformed" and all(
+        line == "status 500 vs 400" or (line.startswith("message ") and "parsing error" in line)
+        for line in lines)
+
+
+def _exp_nested_nan(case: Any, lines: list[str]) -> bool:
+    """2.4 cannot fill a NaN met in a nested expression: a NullPointerException, sometimes
+    not even a JSON answer."""
+    return len(json.loads(case.body).get("expressions") or []) > 1 and any(
+        "getFillPolicy()" in line or "BadRequestException.getMessage()" in line
+        for line in lines)
+
+
+EXP_DEPARTURES = [
+    Departure("exp-invalid-body-is-400", "docs/differences.md",
+              "Invalid `/api/query/exp` body", _exp_invalid_is_400),
+    Departure("exp-parse-error-text", "docs/differences.md",
+              "An expression outside the JEXL subset", _exp_parse_error_text),
+    Departure("opentsdb-exp-nested-nan", "docs/differences.md",
+              "A nested expression yields NaN", _exp_nested_nan),
+]

@@ -1,0 +1,141 @@
+"""``/api/query/exp``: OpenTSDB 2.4's expression query (``QueryRpc#handleExpressionQuery``).
+
+The body (``app.query.expression.model``) names metrics, each run as an ordinary sub-query
+through ``app.tsdb.execute`` (same limits, same deadline), and expressions over them,
+evaluated by ``app.engine.expression``. POST (or GET with a body) as in 2.4; malformed or
+invalid bodies are 400 with 2.4's message (2.4 itself answers most of them with a 500).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from typing import Any
+
+from flask import Response, current_app, request
+
+from app.api import bp
+from app.api.body import parse_json, raw_body
+from app.api.exp_serialize import expression_output, metric_output, query_echo
+from app.api.query import JSON_TYPE, authorize_delete, delete_allowed
+from app.api.schemas import query_from_json
+from app.api.serialize import dumps_opentsdb
+from app.api.stats import record_points_read
+from app.engine.expression import (
+    Context,
+    ExpressionRuntimeError,
+    MetricInput,
+    VarSeries,
+    evaluate_expression,
+)
+from app.engine.model import GroupResult
+from app.errors import BadRequestError
+from app.query.ast import Query
+from app.query.expression.javaorder import hashmap_order
+from app.query.expression.model import ExpQuery, ExpQueryError, Output, parse_exp_query
+from app.query.expression.validate import validate_exp_query
+from app.tsdb import TSDB
+from app.tsdb.execute import run_query
+
+
+@bp.route("/query/exp", methods=["GET", "POST", "DELETE"])
+def query_exp() -> Response:
+    if request.method == "DELETE" and not delete_allowed():  # as /api/query, checked first
+        authorize_delete()
+    text = raw_body().decode("utf-8", errors="replace").strip()
+    if not text:
+        raise BadRequestError("Incoming data was null or empty")
+    now_ms = time.time_ns() // 1_000_000
+    try:
+        exp = validate_exp_query(parse_exp_query(parse_json(text)), now_ms)
+    except ExpQueryError as exc:
+        raise BadRequestError(str(exc)) from exc
+    tsdb = current_app.extensions["tsdb"]
+    query, source_of = _sub_queries(exp, now_ms)
+    outcome = run_query(tsdb, query, keep_scanned=True)
+    record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
+    inputs = _inputs(tsdb, exp, outcome.results, source_of)
+    ctx = Context(inputs, hashmap_order([m.id or "" for m in exp.metrics or ()],
+                                        len(exp.metrics or ())), exp.parsed)
+    try:
+        outputs = [_output(o, ctx, query) for o in _outputs(exp)]
+    except ExpressionRuntimeError as exc:
+        raise BadRequestError(str(exc)) from exc
+    body = {"outputs": [o for o in outputs if o is not None], "query": query_echo(exp)}
+    return Response(dumps_opentsdb(body), content_type=JSON_TYPE)
+
+
+def _sub_queries(exp: ExpQuery, now_ms: int) -> tuple[Query, list[int]]:
+    """One ``/api/query`` sub-query per metric, built as 2.4's ``QueryExecutor`` does (the
+    downsampler's fill policy is not passed on in 2.4, nor is a metric's ``timeOffset``),
+    and for each metric the index of the sub-query that answers it (the query model keeps
+    one of several equal sub-queries, as OpenTSDB does; 2.4 gives each the same results)."""
+    span = exp.time
+    assert span is not None and exp.metrics
+    filters = {f.id: f for f in exp.filters or ()}
+    subs: list[dict[str, Any]] = []
+    for metric in exp.metrics:
+        sub: dict[str, Any] = {"metric": metric.metric, "rate": span.rate,
+                               "aggregator": (metric.aggregator or span.aggregator or "").lower()}
+        if span.downsampler is not None:
+            sub["downsample"] = f"{span.downsampler.interval}-{span.downsampler.aggregator}"
+        chosen = filters.get(metric.filter) if metric.filter else None
+        if chosen is not None:
+            sub["filters"] = list(chosen.tags)
+            sub["explicitTags"] = chosen.explicit_tags
+        subs.append(sub)
+    body: dict[str, Any] = {"start": span.start, "queries": subs}
+    if span.end:
+        body["end"] = span.end
+    if span.timezone:
+        body["timezone"] = span.timezone
+    tz = current_app.config["TSD"]["tsd.core.timezone"]
+    query = query_from_json(body, now_ms, tz)
+    kept = [dataclasses.replace(sub, index=0) for sub in query.queries]
+    source_of = []
+    for sub in subs:
+        alone = query_from_json({**body, "queries": [sub]}, now_ms, tz).queries[0]
+        source_of.append(query.queries[kept.index(alone)].index)
+    return query, source_of
+
+
+def _inputs(tsdb: TSDB, exp: ExpQuery, results: list[GroupResult],
+            source_of: list[int]) -> dict[str, MetricInput]:
+    filters = {f.id: f for f in exp.filters or ()}
+    inputs: dict[str, MetricInput] = {}
+    for index, metric in enumerate(exp.metrics or ()):
+        chosen = filters.get(metric.filter) if metric.filter else None
+        tagks = frozenset(tsdb.tagk.get_id(str(t.get("tagk"))) for t in chosen.tags
+                          ) if chosen is not None else frozenset()
+        series = [_var_series(tsdb, r) for r in results if r.query_index == source_of[index]]
+        fill = metric.fill_policy.value if metric.fill_policy is not None else 0.0
+        inputs[metric.id or ""] = MetricInput(metric.id or "", series, tagks, fill)
+    return inputs
+
+
+def _var_series(tsdb: TSDB, result: GroupResult) -> VarSeries:
+    pairs = sorted((tsdb.tagk.get_id(k), tsdb.tagv.get_id(v)) for k, v in result.tags.items())
+    names = {tsdb.tagk.get_id(k): k for k in result.tags}
+    agg = sorted((tsdb.tagk.get_id(k), k) for k in result.aggregate_tags)
+    return VarSeries(result.metric, {names[k]: result.tags[names[k]] for k, _ in pairs},
+                     tuple(pairs), tuple(agg), result.ts_ms.astype("int64"),
+                     result.values.astype("float64"))
+
+
+def _outputs(exp: ExpQuery) -> list[Output]:
+    if exp.outputs:
+        return list(exp.outputs)
+    if exp.expressions:
+        return [Output(e.id, None) for e in exp.expressions]
+    return [Output(m.id, None) for m in exp.metrics or ()]
+
+
+def _output(output: Output, ctx: Context, query: Query) -> dict[str, Any] | None:
+    if output.id in ctx.expressions:
+        result = evaluate_expression(output.id, ctx)
+        return expression_output(output, result, query.start_ms, query.end_ms)
+    if output.id in ctx.metrics:
+        return metric_output(output, ctx.metrics[output.id].series)
+    return None
+
+
