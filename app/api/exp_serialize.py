@@ -20,7 +20,10 @@ from typing import Any
 
 import numpy as np
 
+# The bulk number formatting of /api/query's serializer (orjson plus Java's exceptions)
+from app.api.serialize import RawJson, _format_values
 from app.engine.expression import Row, SeriesSet, VarSeries, row_of
+from app.engine.model import Float64Array, Int64Array
 from app.query.expression.javaorder import hashmap_order
 from app.query.expression.model import ExpQuery, FillPolicy, Output
 
@@ -37,6 +40,17 @@ def _meta(rows: list[Row]) -> list[dict[str, Any]]:
     return meta
 
 
+def _dps(timestamps: Int64Array, table: Float64Array) -> RawJson:
+    """``[[ts, v1, v2, ...], ...]`` for ``table[row, step]``, rendered in bulk (Java doubles)."""
+    rows = table.shape[0] if table.size else 0
+    texts = _format_values(np.ascontiguousarray(table.T).ravel(), False, False)
+    lines = []
+    for step, ts in enumerate(timestamps.tolist()):
+        values = ",".join(texts[step * rows:(step + 1) * rows])
+        lines.append(f"[{ts},{values}]" if rows else f"[{ts}]")
+    return RawJson("[" + ",".join(lines) + "]")
+
+
 def _head(output: Output) -> dict[str, Any]:
     head: dict[str, Any] = {"id": output.id}
     if output.alias is not None:
@@ -48,12 +62,12 @@ def expression_output(output: Output, result: SeriesSet, start_ms: int,
                       end_ms: int) -> dict[str, Any]:
     inside = (result.timeline >= start_ms) & (result.timeline <= end_ms)
     steps = np.flatnonzero(inside) if result.rows else np.empty(0, dtype=np.int64)
-    dps = [[int(result.timeline[s]), *result.values[:, s].tolist()] for s in steps.tolist()]
+    stamps = result.timeline[steps]
     body = _head(output)
-    body["dps"] = dps
-    body["dpsMeta"] = {"firstTimestamp": dps[0][0] if dps else 0,
-                       "lastTimestamp": dps[-1][0] if len(dps) > 1 else 0,
-                       "setCount": len(dps), "series": len(result.rows)}
+    body["dps"] = _dps(stamps, result.values[:, steps])
+    body["dpsMeta"] = {"firstTimestamp": int(stamps[0]) if stamps.size else 0,
+                       "lastTimestamp": int(stamps[-1]) if stamps.size > 1 else 0,
+                       "setCount": int(stamps.size), "series": len(result.rows)}
     if result.rows:
         body["meta"] = _meta(result.rows)
     return body
@@ -67,13 +81,12 @@ def metric_output(output: Output, series: list[VarSeries]) -> dict[str, Any]:
         column = np.zeros(timeline.size, dtype=np.float64)  # TimeSyncedIterator fills zero
         column[np.searchsorted(timeline, s.ts_ms)] = s.values
         columns.append(column)
-    table = np.stack(columns, axis=1) if columns else np.empty((0, 0))
-    dps = [[int(ts), *table[i].tolist()] for i, ts in enumerate(timeline.tolist())]
+    table = np.stack(columns) if columns else np.empty((0, 0))
     body = _head(output)
-    body["dps"] = dps
-    body["dpsMeta"] = {"firstTimestamp": dps[0][0] if dps else LONG_MAX,
-                       "lastTimestamp": dps[-1][0] if dps else 0,
-                       "setCount": len(dps), "series": len(series)}
+    body["dps"] = _dps(timeline, table)
+    body["dpsMeta"] = {"firstTimestamp": int(timeline[0]) if timeline.size else LONG_MAX,
+                       "lastTimestamp": int(timeline[-1]) if timeline.size else 0,
+                       "setCount": int(timeline.size), "series": len(series)}
     if series:
         body["meta"] = _meta([row_of(s) for s in series])
     return body
