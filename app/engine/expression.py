@@ -105,8 +105,35 @@ class _Sub:
 
 
 def evaluate_expression(exp_id: str, ctx: Context) -> SeriesSet:
-    if exp_id in ctx.done:
-        return ctx.done[exp_id]
+    """``exp_id`` evaluated, its nested expressions first (bottom-up, without recursion, so a
+    long chain of expressions cannot exhaust the stack)."""
+    for dependency in _bottom_up(exp_id, ctx.expressions):
+        if dependency not in ctx.done:
+            ctx.done[dependency] = _evaluate_one(dependency, ctx)
+    return ctx.done[exp_id]
+
+
+def _bottom_up(exp_id: str, expressions: dict[str, Expression]) -> list[str]:
+    """``exp_id`` and the expressions it uses, each after those it uses (no cycles: the
+    validation refused them)."""
+    order: list[str] = []
+    seen: set[str] = set()
+    stack: list[tuple[str, bool]] = [(exp_id, False)]
+    while stack:
+        name, expanded = stack.pop()
+        if expanded:
+            order.append(name)
+            continue
+        if name in seen:
+            continue
+        seen.add(name)
+        stack.append((name, True))
+        stack.extend((var, False) for var in expressions[name].variables
+                     if var in expressions and var not in seen)
+    return order
+
+
+def _evaluate_one(exp_id: str, ctx: Context) -> SeriesSet:
     expression = ctx.expressions[exp_id]
     assert expression.tree is not None
     subs = _subs(expression, ctx)
@@ -121,9 +148,7 @@ def evaluate_expression(exp_id: str, ctx: Context) -> SeriesSet:
     _check_types(exp_id, expression, result.kinds)
     rows = [_row_meta(subs, entry) for entry in table]
     fill = expression.fill_policy.value if expression.fill_policy is not None else math.nan
-    done = SeriesSet(exp_id, timeline, rows, result.values, fill)
-    ctx.done[exp_id] = done
-    return done
+    return SeriesSet(exp_id, timeline, rows, result.values, fill)
 
 
 def _subs(expression: Expression, ctx: Context) -> list[_Sub]:
@@ -140,7 +165,7 @@ def _subs(expression: Expression, ctx: Context) -> list[_Sub]:
             subs.append(_Sub(name, [row_of(s) for s in metric.series], metric.query_tagks,
                              metric=metric))
         else:
-            nested = evaluate_expression(name, ctx)
+            nested = ctx.done[name]  # evaluated first (evaluate_expression)
             subs.append(_Sub(name, nested.rows, None, nested=nested))
     return subs
 

@@ -17,6 +17,7 @@ parse error. The evaluation rules (JEXL's types and its lenient arithmetic) are 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -52,6 +53,10 @@ _WORDS = {"and": "&&", "or": "||", "not": "!", "eq": "==", "ne": "!=", "lt": "<"
           "gt": ">", "ge": ">=", "div": "/", "mod": "%"}
 _RESERVED = {"size", "empty", "new", "null", "function", "var", "return", "if", "else", "for",
              "while"}
+# Deepest tree, and most nested parentheses/unary/ternary operators, accepted: far beyond any
+# real expression, well inside Python's recursion limit for the parser and the evaluator.
+MAX_DEPTH = 200
+MAX_NESTING = 64
 # Binary operators by precedence level, lowest first (JEXL 2's grammar).
 _LEVELS: tuple[tuple[str, ...], ...] = (("||",), ("&&",), ("==", "!="), ("<", "<=", ">", ">="),
                                         ("+", "-"), ("*", "/", "%"))
@@ -87,6 +92,18 @@ class _Parser:
         self.expr = expr
         self.tokens = _tokens(expr)
         self.pos = 0
+        self.depth = 0
+
+    def nested(self, rule: Callable[[], Node]) -> Node:
+        """``rule()`` one level deeper: bounds the recursion (parentheses, unary and ternary
+        chains) on hostile input."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            raise self.fail(self.peek(), "nested too deeply")
+        try:
+            return rule()
+        finally:
+            self.depth -= 1
 
     def peek(self) -> _Token:
         return self.tokens[self.pos]
@@ -105,6 +122,9 @@ class _Parser:
             raise self.fail(token, f"expected {text!r}, found {token.text or 'the end'!r}")
 
     def ternary(self) -> Node:
+        return self.nested(self._ternary)
+
+    def _ternary(self) -> Node:
         cond = self.binary(0)
         token = self.peek()
         if token.kind == "op" and token.text == "?:":
@@ -127,6 +147,9 @@ class _Parser:
         return left
 
     def unary(self) -> Node:
+        return self.nested(self._unary)
+
+    def _unary(self) -> Node:
         token = self.peek()
         if token.kind == "op" and token.text in ("-", "!"):
             self.take()
@@ -163,7 +186,18 @@ def parse(expr: str) -> Node:
     token = parser.peek()
     if token.kind != "end":
         raise parser.fail(token, f"unexpected {token.text!r}")
+    if _depth(tree) > MAX_DEPTH:  # long operator chains nest the tree without recursing here
+        raise ExpressionSyntaxError(expr, 1, "nested too deeply")
     return tree
+
+
+def _depth(tree: Node) -> int:
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((arg, depth + 1) for arg in node.args)
+    return deepest
 
 
 def variables(tree: Node) -> list[str]:

@@ -158,3 +158,11 @@ def test_jexl_rules(text: str, expected: list[float], kind: int | list[int]) -> 
 def test_double_equality_tells_zero_signs_apart() -> None:
     value = evaluate(parse("x == y"), {"x": np.array([0.0]), "y": np.array([-0.0])}, (1,))
     assert value.values.tolist() == [0.0]
+
+
+def test_a_long_chain_of_nested_expressions_does_not_recurse() -> None:
+    chain = [expression("e0", "a + 1")]
+    chain += [expression(f"e{i}", f"e{i - 1} + 1") for i in range(1, 3000)]
+    result = run([A], *chain, want="e2999")
+    # web01: a = 1, 2, 0 (fill) at 1000, 2000, 2500, plus 3000 ones
+    assert result.values.tolist() == [[3001, 3002, 3000], [3000, 3000, 3005]]

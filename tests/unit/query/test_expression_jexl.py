@@ -79,3 +79,16 @@ def test_hashmap_order() -> None:
     assert hashmap_order(["q", "a"]) == ["q", "a"]
     assert hashmap_order(["q", "a"], 2) == ["q", "a"]
     assert hashmap_order(["b", "a"], 2) == ["a", "b"]
+
+
+@pytest.mark.parametrize("text", ["(" * 5000 + "a" + ")" * 5000, "-" * 5000 + "a",
+                                  " + ".join(["a"] * 5000), "a ? " * 3000 + "1" + " : 2" * 3000])
+def test_hostile_nesting_is_a_syntax_error_not_a_crash(text: str) -> None:
+    with pytest.raises(ExpressionSyntaxError, match="nested too deeply"):
+        parse(text)
+
+
+def test_reasonable_nesting_parses() -> None:
+    assert shape(parse("(" * 30 + "a" + ")" * 30)) == "a"
+    names = [f"v{i}" for i in range(150)]
+    assert variables(parse(" + ".join(names))) == names
