@@ -23,7 +23,14 @@ import time
 
 import numpy as np
 import requests
-from common import ROOT, children_cpu_s, gunicorn_server, idle_server_cpu_s, temp_storage_url
+from common import (
+    ROOT,
+    children_cpu_s,
+    descendants_cpu_s,
+    gunicorn_server,
+    idle_server_cpu_s,
+    temp_storage_url,
+)
 
 T0 = 1_700_000_000
 SERIES_PER_CONNECTION = 1000
@@ -40,13 +47,16 @@ def block(conn: int, start: int, lines: int) -> bytes:
 
 
 async def writer(port: int, conn: int, blocks: int, lines: int, stop_at: float | None,
-                 latencies_s: list[float]) -> int:
-    """Send blocks until ``blocks`` are done or ``stop_at``; return the points acknowledged."""
+                 latencies_s: list[float], payloads: list[bytes] | None = None) -> int:
+    """Send blocks until ``blocks`` are done or ``stop_at``; return the points acknowledged.
+
+    ``payloads``: the blocks, built beforehand (the client then costs little CPU).
+    """
     reader, stream = await asyncio.open_connection("127.0.0.1", port)
     acknowledged = 0
     number = 0
     while number < blocks and (stop_at is None or time.monotonic() < stop_at):
-        payload = block(conn, number * lines, lines)
+        payload = payloads[number] if payloads else block(conn, number * lines, lines)
         started = time.perf_counter()
         stream.write(payload)
         await stream.drain()
@@ -68,9 +78,11 @@ async def writer(port: int, conn: int, blocks: int, lines: int, stop_at: float |
 
 
 async def run_writers(port: int, connections: int, blocks: int, lines: int,
-                      seconds: float | None, latencies_s: list[float]) -> int:
+                      seconds: float | None, latencies_s: list[float],
+                      payloads: list[list[bytes]] | None = None) -> int:
     stop_at = None if seconds is None else time.monotonic() + seconds
-    counts = await asyncio.gather(*(writer(port, c, blocks, lines, stop_at, latencies_s)
+    counts = await asyncio.gather(*(writer(port, c, blocks, lines, stop_at, latencies_s,
+                                           payloads[c] if payloads else None)
                                     for c in range(connections)))
     return sum(counts)
 
@@ -105,20 +117,27 @@ def bench_throughput(label: str, sync: str, connections: int = 4, blocks: int = 
     prepare(env)
     idle_cpu_s = idle_server_cpu_s(env)
     cpu_before = children_cpu_s()
-    with gunicorn_server(env, workers=2) as url:
+    with gunicorn_server(env, workers=int(os.environ.get("BENCH_WORKERS", "2"))) as url:
         port = int(url.rsplit(":", 1)[1])
         warm: list[float] = []
         asyncio.run(run_writers(port, connections, 1, lines, None, warm))  # UIDs assigned
+        payloads = [[block(c, n * lines, lines) for n in range(blocks)]
+                     for c in range(connections)]  # built before the clock starts
         latencies: list[float] = []
+        steady_before = descendants_cpu_s()
         started = time.perf_counter()
-        sent = asyncio.run(run_writers(port, connections, blocks, lines, None, latencies))
+        sent = asyncio.run(run_writers(port, connections, blocks, lines, None, latencies,
+                                       payloads))
         elapsed = time.perf_counter() - started
+        steady_cpu_s = descendants_cpu_s() - steady_before
     busy_cpu_s = children_cpu_s() - cpu_before - idle_cpu_s
     print(f"line protocol, {connections} connections, blocks of {lines}, {label}: "
           f"{sent / elapsed:,.0f} points/s ({sent:,} points in {elapsed:.1f} s, load average "
           f"{os.getloadavg()[0]:.1f}); block acknowledged in {percentiles(latencies)}; "
-          f"server CPU {busy_cpu_s:.1f} s: "
-          f"{(sent + connections * lines) / busy_cpu_s:,.0f} points per CPU second")
+          f"server CPU {busy_cpu_s:.1f} s in all: "
+          f"{(sent + connections * lines) / busy_cpu_s:,.0f} points per CPU second "
+          f"(new series and UIDs included); {steady_cpu_s:.1f} s while timed: "
+          f"{sent / steady_cpu_s:,.0f} points per CPU second (known series)")
 
 
 def bench_soak(seconds: float, connections: int, lines: int = 50) -> None:
