@@ -8,7 +8,8 @@
    ``version``) while one client times ``/api/version``; afterwards every acknowledged point
    is counted in the store itself.
 
-Usage: ``python bench/bench_ingest.py [--soak] [--seconds 60] [--connections 200]``.
+Usage: ``python bench/bench_ingest.py [--soak] [--seconds 60] [--connections 200]``, or
+``--hbase host:port`` for the throughput run on HBase (in fresh tables of a random prefix).
 """
 
 from __future__ import annotations
@@ -110,14 +111,14 @@ def prepare(env: dict[str, str]) -> None:
 
 
 def bench_throughput(label: str, sync: str, connections: int = 4, blocks: int = 50,
-                     lines: int = 1000) -> None:
+                     lines: int = 1000, storage_env: dict[str, str] | None = None) -> None:
     storage = temp_storage_url()
     env = {"TSD_STORAGE": storage, "TSD_CORE_AUTO_CREATE_METRICS": "true",
-           "TSD_STORAGE_SQLITE_SYNCHRONOUS": sync}
+           "TSD_STORAGE_SQLITE_SYNCHRONOUS": sync, **(storage_env or {})}
     prepare(env)
     idle_cpu_s = idle_server_cpu_s(env)
     cpu_before = children_cpu_s()
-    with gunicorn_server(env, workers=int(os.environ.get("BENCH_WORKERS", "2"))) as url:
+    with gunicorn_server(env, workers=2) as url:
         port = int(url.rsplit(":", 1)[1])
         warm: list[float] = []
         asyncio.run(run_writers(port, connections, 1, lines, None, warm))  # UIDs assigned
@@ -179,8 +180,13 @@ if __name__ == "__main__":
     parser.add_argument("--soak", action="store_true")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--connections", type=int, default=200)
+    parser.add_argument("--hbase", metavar="HOST:PORT", help="measure on this HBase (Thrift)")
     args = parser.parse_args()
-    if args.soak:
+    if args.hbase:
+        prefix = f"bench{os.getpid()}_{int(time.time())}_"
+        bench_throughput(f"HBase {args.hbase}", "FULL", blocks=20, storage_env={
+            "TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix})
+    elif args.soak:
         bench_soak(args.seconds, args.connections)
     else:
         bench_throughput("embedded store, synchronous=FULL (default)", "FULL")
