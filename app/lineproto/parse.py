@@ -76,10 +76,59 @@ def parse_value(text: str, metric: str, timestamp: int) -> Value:
 
 
 class PutParser:
-    """Parses ``put`` lines; remembers each series' parsed tags across blocks (bounded)."""
+    """Parses ``put`` lines; remembers each series' parsed tags across blocks (bounded).
+
+    :meth:`add_line` takes a raw line. A line of single-space separated words whose
+    timestamp and value are plain digits, of a series seen before in that exact spelling
+    (its metric and tag bytes), costs one dict lookup and two ``int`` calls; any other line
+    is split into words and goes through :meth:`add`, with its checks and messages.
+    """
 
     def __init__(self) -> None:
         self._tags: dict[tuple[str, ...], TagPairs | BadRequestError] = {}
+        # (metric bytes, tag bytes) of a plain line -> its batch key, metric and tags.
+        self._known: dict[tuple[bytes, bytes], tuple[tuple[str, ...], str, TagPairs]] = {}
+
+    def add_line(self, line: bytes, batch: PointBatch) -> None:
+        """Add the point of one raw ``put`` line (``b"put ..."``) to ``batch`` (or its error)."""
+        fields = line.split(b" ", 4)
+        if len(fields) == 5:
+            known = self._known.get((fields[1], fields[4]))
+            ts, value = fields[2], fields[3]
+            # ts[0] != "0": a zero timestamp is refused (by the slow path, with its message)
+            if known is not None and ts.isdigit() and len(ts) <= FAST_DIGITS and ts[0] != 48:
+                key, metric, tags = known
+                timestamp = int(ts)
+                if value.isdigit() and len(value) <= FAST_DIGITS:
+                    number: Value = int(value)
+                else:  # a float or a negative number: OpenTSDB's rules and messages
+                    try:
+                        number = parse_value(value.decode("utf-8", "replace"), metric,
+                                             timestamp)
+                    except BadRequestError as exc:
+                        batch.reject(exc)
+                        return
+                if key not in batch.series:
+                    batch.series[key] = (metric, tags)
+                batch.series_of.append(key)
+                batch.timestamps.append(timestamp)
+                batch.values.append(number)
+                batch.errors.append(None)
+                return
+        words = line.decode("utf-8", "replace").split()
+        self.add(words, batch)
+        if len(fields) == 5 and batch.errors[-1] is None:
+            self._learn(fields, words, batch)
+
+    def _learn(self, fields: list[bytes], words: list[str], batch: PointBatch) -> None:
+        """Remember a good line's series when its words are exactly its single-space fields."""
+        if words != line_words(fields):
+            return  # tabs, runs of spaces, other whitespace: such lines take the slow path
+        if len(self._known) >= MAX_CACHED_SERIES:
+            self._known.clear()
+        key = batch.series_of[-1]
+        metric, tags = batch.series[key]
+        self._known[(fields[1], fields[4])] = (key, metric, tags)
 
     def add(self, words: list[str], batch: PointBatch) -> None:
         """Add the point of one split ``put`` line to ``batch`` (or its error)."""
@@ -125,3 +174,9 @@ class PutParser:
             tags = exc
         self._tags[key] = tags
         return tags
+
+
+def line_words(fields: list[bytes]) -> list[str]:
+    """The words of a line split at single spaces (what ``str.split()`` gives a plain line)."""
+    return [f.decode("utf-8", "replace") for f in fields[:4]] + \
+        fields[4].decode("utf-8", "replace").split(" ")

@@ -57,7 +57,12 @@ class TelnetSession:
         """
         replies: list[str] = []
         batch: PointBatch | None = None
+        plain_puts = "put" in self.commands and not self.gate.required
         for line in lines:
+            if plain_puts and line.startswith(b"put "):  # the common line: no words needed
+                batch = batch if batch is not None else PointBatch()
+                self.parser.add_line(line, batch)
+                continue
             words = line.decode("utf-8", "replace").split()
             if not words:
                 continue  # OpenTSDB answers an empty line "unknown command: ."

@@ -42,6 +42,7 @@ __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_times
 VECTOR_MIN_POINTS = 128  # batches at least this big are encoded with numpy
 MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
 Cell = tuple[bytes, bytes, bytes]
+APPEND_COLUMN = b"t:" + codec.APPEND_QUALIFIER
 
 
 def bad_timestamp(metric: str, tags: TagPairs, timestamp: int, value: Value,
@@ -73,22 +74,29 @@ class PointWriter:
         """
         self._check_timestamps(batch)
         # In order of first appearance: new names get UIDs in the order they arrive.
-        keys = dict.fromkeys(key for key, error in zip(batch.series_of, batch.errors)
-                             if error is None)
+        clean = batch.errors.count(None) == len(batch)
+        keys = dict.fromkeys(batch.series_of if clean else (
+            key for key, error in zip(batch.series_of, batch.errors) if error is None))
         templates, refused = self._templates_for(batch, keys)
-        accepted = []
-        for i, key in enumerate(batch.series_of):
-            if batch.errors[i] is not None:
-                continue
-            if key in refused:
-                batch.errors[i] = refused[key]
-            else:
-                accepted.append(i)
+        accepted: Sequence[int]
+        if clean and not refused:
+            accepted = range(len(batch))  # the common case: every point stored
+        else:
+            accepted = []
+            for i, key in enumerate(batch.series_of):
+                if batch.errors[i] is not None:
+                    continue
+                if key in refused:
+                    batch.errors[i] = refused[key]
+                else:
+                    accepted.append(i)
         stored = plugin_points(self.tsdb.plugins, batch, accepted,
                                lambda ok: self._store(batch, ok, templates, compact_rows))
         return len(stored)
 
     def _check_timestamps(self, batch: PointBatch) -> None:
+        if not batch.timestamps or max(batch.timestamps) <= MAX_MS_TIMESTAMP:
+            return
         for i, timestamp in enumerate(batch.timestamps):
             if timestamp > MAX_MS_TIMESTAMP and batch.errors[i] is None:
                 metric, tags = batch.series[batch.series_of[i]]
@@ -122,23 +130,26 @@ class PointWriter:
         """The one place a validated batch is stored: encode its accepted points, write them."""
         if not accepted:
             return
-        bases, qualifiers, raws = _encode([batch.timestamps[i] for i in accepted],
-                                          [batch.values[i] for i in accepted],
-                                          batch.wide_floats)
-        series_of, row_for, appends = batch.series_of, self.row_for, self.appends
-        row_keys: dict[tuple[bytes, int], bytes] = {}
+        if len(accepted) == len(batch):
+            timestamps, values, series_of = batch.timestamps, batch.values, batch.series_of
+        else:
+            timestamps = [batch.timestamps[i] for i in accepted]
+            values = [batch.values[i] for i in accepted]
+            series_of = [batch.series_of[i] for i in accepted]
+        bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
+        row_for = self.row_for
+        # (series key, base time) -> its row's cells; two keys of one series share the row.
+        cells_of: dict[tuple[object, int], dict[bytes, bytes]] = {}
         rows: dict[bytes, dict[bytes, bytes]] = {}
-        for i, base, qualifier, raw in zip(accepted, bases, qualifiers, raws):
-            template = templates[series_of[i]]
-            row = row_keys.get((template, base))
-            if row is None:
-                row = row_keys[(template, base)] = row_for(template, base)
-                rows[row] = {}
-            if appends:  # one append entry per point, in order
-                rows[row][b"t:" + codec.APPEND_QUALIFIER] = (
-                    rows[row].get(b"t:" + codec.APPEND_QUALIFIER, b"") + qualifier + raw)
+        for key, base, qualifier, raw in zip(series_of, bases, qualifiers, raws):
+            cells = cells_of.get((key, base))
+            if cells is None:
+                row = row_for(templates[key], base)
+                cells = cells_of[(key, base)] = rows.setdefault(row, {})
+            if self.appends:  # one append entry per point, in order
+                cells[APPEND_COLUMN] = cells.get(APPEND_COLUMN, b"") + qualifier + raw
             else:
-                rows[row][b"t:" + qualifier] = raw
+                cells[b"t:" + qualifier] = raw
         self.store_rows(rows, compact_rows)
 
     # --- points one by one (tests, the demo data) ----------------------------------------
@@ -250,6 +261,11 @@ def _encode(timestamps: list[int], values: list[Value], wide_floats: bool
     """Each point's ``(base_time_s, qualifier, value_bytes)``: numpy for big batches; point by
     point below ``VECTOR_MIN_POINTS``, where numpy's fixed cost per call is the larger."""
     if len(values) >= VECTOR_MIN_POINTS:
+        as_array = np.array(values)
+        if as_array.dtype == np.int64:  # integers only (the common case): no pass per point
+            return encode_points(np.array(timestamps, dtype=np.int64), as_array,
+                                 as_array.astype(np.float64),
+                                 np.zeros(len(values), dtype=bool), wide_floats)
         is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
         ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())],
                         dtype=np.int64)

@@ -126,6 +126,32 @@ def test_unparseable_timestamps_are_invalid_not_a_crash(client: FlaskClient,
     assert response.get_json()["errors"][0]["error"] == "Invalid timestamp"
 
 
+@pytest.mark.parametrize(("value", "message"), [
+    ("18446744073709551616", "Unable to parse value to a number"),  # past what orjson takes
+    ("9223372036854775808", "Unable to parse value to a number"),  # past a Java long
+])
+def test_integers_past_a_long_are_refused_per_point(client: FlaskClient, value: str,
+                                                    message: str) -> None:
+    body = '[{"metric":"m","timestamp":1346846400,"value":' + value + ',"tags":{"a":"b"}}]'
+    response = post(client, body, "?details")
+    assert response.status_code == 400
+    assert response.get_json()["errors"][0]["error"] == message
+
+
+def test_a_body_that_is_not_utf8_is_refused_per_point(client: FlaskClient,
+                                                      tsdb: TSDB) -> None:
+    """Not UTF-8 (a Latin-1 tag value): read with a replacement character, which no name
+    may hold; the point is refused, the good one beside it stored."""
+    body = (b'[{"metric":"m","timestamp":1346846400,"value":1,"tags":{"a":"caf\xe9"}},'
+            b'{"metric":"m","timestamp":1346846400,"value":1,"tags":{"a":"cafe"}}]')
+    response = post(client, body, "?details")
+    assert response.status_code == 400
+    errors = response.get_json()["errors"]
+    assert [e["datapoint"]["tags"] for e in errors] == [{"a": "caf\ufffd"}]
+    assert "tag value" in errors[0]["error"]
+    assert len(data_cells(tsdb)) == 1
+
+
 def test_errors_without_details_use_the_generic_message(client: FlaskClient) -> None:
     response = post(client, {**NICE, "value": "x"})
     assert response.status_code == 400

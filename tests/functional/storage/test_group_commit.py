@@ -3,13 +3,14 @@ committed before its call returns, and a failure reaches every writer of its gro
 
 from __future__ import annotations
 
+import multiprocessing
 import sqlite3
 import threading
 from pathlib import Path
 
 import pytest
 
-from app.storage.sqlite import SqliteStore
+from app.storage.sqlite import SqliteStore, WriteLock
 
 WRITERS, PUTS = 8, 40
 
@@ -48,3 +49,44 @@ def test_a_failed_transaction_fails_its_writer(tmp_path: Path) -> None:
         table.put_many([(b"row", {b"f:q": None})])  # type: ignore[dict-item]
     table.put_many([(b"row", {b"f:q": b"v"})])  # rolled back, and the group is free again
     assert table.row(b"row") == {b"f:q": b"v"}
+
+
+def _write_rows(path: str, name: str, count: int) -> None:
+    table = SqliteStore(path).table("t")
+    for n in range(count):
+        table.put_many([(f"{name}-{n}".encode(), {b"f:q": b"x"})])
+        table.counter_inc(b"counter", b"f:n")  # a read-modify-write under the same lock
+
+
+def test_writer_processes_take_turns(tmp_path: Path) -> None:
+    """Writers in several processes (gunicorn's workers) are serialised by the write lock:
+    every put lands and no read-modify-write loses an increment."""
+    path = str(tmp_path / "s.db")
+    SqliteStore(path).create_table("t", {"f": {}})
+    context = multiprocessing.get_context("spawn")
+    workers = [context.Process(target=_write_rows, args=(path, f"p{i}", 60)) for i in range(3)]
+    for worker in workers:
+        worker.start()
+    _write_rows(path, "main", 60)
+    for worker in workers:
+        worker.join(60)
+        assert worker.exitcode == 0
+    table = SqliteStore(path).table("t")
+    assert sum(1 for _ in table.scan()) == 4 * 60 + 1
+    assert table.counter_inc(b"counter", b"f:n", 0) == 4 * 60
+    assert Path(path + ".writelock").exists()
+
+
+def test_the_write_lock_is_reentrant_in_a_thread_and_exclusive_across_threads(
+        tmp_path: Path) -> None:
+    lock = WriteLock(str(tmp_path / "x.writelock"))
+    order: list[str] = []
+    with lock:
+        with lock:  # re-entered by its holder
+            other = threading.Thread(target=lambda: (lock.__enter__(), order.append("other"),
+                                                     lock.__exit__()))
+            other.start()
+            other.join(0.2)
+            order.append("holder")
+    other.join(5)
+    assert order == ["holder", "other"]

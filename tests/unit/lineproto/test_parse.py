@@ -89,3 +89,57 @@ def test_java_hashmap_order() -> None:
 
 def test_java_bytes_text() -> None:
     assert java_bytes_text(bytes.fromhex("3FF80000000000FF")) == "[63, -8, 0, 0, 0, 0, 0, -1]"
+
+
+# Lines of one known series in every spelling the raw-line fast path must treat exactly as
+# the word path does: each is parsed twice (the second time the series is known).
+RAW_LINES = [
+    b"put m 1356998400 42 host=a cpu=0",
+    b"put m 1356998401 -7 host=a cpu=0",
+    b"put m 1356998402 1.5 host=a cpu=0",
+    b"put m 1356998403 007 host=a cpu=0",
+    b"put m 0 1 host=a cpu=0",
+    b"put m 01356998404 1 host=a cpu=0",
+    b"put m 1356998405.250 3 host=a cpu=0",
+    b"put m 1356998406 1x host=a cpu=0",
+    b"put m 1356998407 1e999 host=a cpu=0",
+    b"put m 1356998408 99999999999999999999 host=a cpu=0",
+    b"put m 1356998409 5 host=a cpu=0 ",
+    b"put m 1356998410 6 host=a  cpu=0",
+    b"put m\t1356998411 7 host=a cpu=0",
+    b"put m 1356998412 8 host=a\tcpu=0",
+    b"put m 1356998413 9 host=a cpu=0 cpu=1",
+    b"put m 1356998414 10 host=\xff cpu=0",
+    b"put m 1356998415",
+]
+
+
+def test_raw_lines_parse_as_their_words_do() -> None:
+    lines = RAW_LINES + RAW_LINES  # the second round finds every good series known
+    by_words, raw = PointBatch(), PointBatch()
+    words_parser, raw_parser = PutParser(), PutParser()
+    for line in lines:
+        words_parser.add(line.decode("utf-8", "replace").split(), by_words)
+        raw_parser.add_line(line, raw)
+    assert messages(raw) == messages(by_words)
+    assert [type(e) for e in raw.errors] == [type(e) for e in by_words.errors]
+    assert raw.timestamps == by_words.timestamps
+    assert raw.values == by_words.values
+    assert [type(v) for v in raw.values] == [type(v) for v in by_words.values]
+    assert [None if k is None else raw.series[k] for k in raw.series_of] == \
+        [None if k is None else by_words.series[k] for k in by_words.series_of]
+    # Spelled out, not computed by the parser: the good points of one round.
+    good = [(t, v) for t, v, e in zip(raw.timestamps, raw.values, raw.errors) if e is None]
+    assert good[:8] == [(1356998400, 42), (1356998401, -7), (1356998402, 1.5),
+                        (1356998403, 7), (1356998404, 1), (1356998405250, 3),
+                        (1356998409, 5), (1356998410, 6)]
+
+
+def test_a_known_series_still_checks_timestamp_and_value() -> None:
+    batch, parser = PointBatch(), PutParser()
+    for line in (b"put m 1356998400 1 a=b", b"put m 0 1 a=b", b"put m 1356998401 x a=b",
+                 b"put m 1356998402 2 a=b"):
+        parser.add_line(line, batch)
+    assert messages(batch) == [None, "invalid timestamp: 0", "Invalid character 'x' in x",
+                               None]
+    assert batch.values[0::3] == [1, 2]
