@@ -20,6 +20,7 @@ from app.api import (  # noqa: E402,F401
     mode,
     put,
     query,
+    query_gexp,
     rollup,
     search,
     stats,
