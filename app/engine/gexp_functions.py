@@ -337,7 +337,7 @@ def _union_one(ctx: GexpContext, members: list[GroupResult | None],
     first = members[0]
     return GroupResult(
         metric=metric, tags=dict(first.tags) if first is not None else {},
-        aggregate_tags=agg, tsuids=sorted({t for m in present for t in m.tsuids}),
+        aggregate_tags=agg, tsuids=[],  # OpenTSDB's EDPtoDPS lists none
         ts_ms=stamps, values=total, is_int=False, query_index=0,  # as OpenTSDB's EDPtoDPS
         show_empty_annotations=True)
 
