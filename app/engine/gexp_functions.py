@@ -185,6 +185,9 @@ def _window(params: list[str]) -> tuple[int, bool]:
     return size, timed
 
 
+EXACT_WORK = 2_000_000  # points x window up to which averages are summed point by point
+
+
 def _average(ts: list[int], values: list[float], i: int, size: int, timed: bool) -> float:
     """OpenTSDB's MovingAverageAggregator at point ``i``: newest to oldest, NaNs skipped; 0
     until the window is full (and at a timed window's first point)."""
@@ -203,6 +206,41 @@ def _average(ts: list[int], values: list[float], i: int, size: int, timed: bool)
     return total / count
 
 
+def _window_starts(ts: np.ndarray, valid: BoolArray, size: int, timed: bool) -> np.ndarray:
+    """The first index of each point's window (-1 where the window is not full)."""
+    index = np.arange(ts.size)
+    if timed:
+        starts = np.searchsorted(ts, ts - size, side="right")
+        full = (index > 0) & (ts[0] <= ts - size)
+    else:
+        seen = np.cumsum(valid)
+        positions = np.flatnonzero(valid)
+        full = seen >= size
+        starts = np.where(full, positions[np.maximum(seen - size, 0)] if positions.size
+                          else 0, 0)
+    return np.where(full, starts, -1)
+
+
+def _averages(ts: np.ndarray, values: Float64Array, size: int, timed: bool) -> Float64Array:
+    """Every point's moving average: summed in OpenTSDB's order when that is cheap, else from
+    extended-precision prefix sums (a long series with a wide window stays linear)."""
+    valid = ~np.isnan(values)
+    starts = _window_starts(ts, valid, size, timed)
+    widths = np.arange(ts.size) - starts + 1
+    if int(np.where(starts >= 0, widths, 0).sum()) <= EXACT_WORK:
+        ts_list, value_list = ts.tolist(), values.tolist()
+        return np.array([_average(ts_list, value_list, i, size, timed) for i in range(ts.size)],
+                        dtype=np.float64)
+    sums = np.concatenate([[0], np.cumsum(np.where(valid, values, 0), dtype=np.longdouble)])
+    counts = np.concatenate([[0], np.cumsum(valid)])
+    ends = np.arange(1, ts.size + 1)
+    first = np.maximum(starts, 0)
+    count = counts[ends] - counts[first]
+    with np.errstate(invalid="ignore", divide="ignore"):
+        averages = ((sums[ends] - sums[first]) / np.maximum(count, 1)).astype(np.float64)
+    return np.where((starts >= 0) & (count > 0), averages, 0.0)
+
+
 def moving_average(ctx: GexpContext, inputs: Inputs, params: list[str]) -> list[GroupResult]:
     if not inputs:
         return []
@@ -210,11 +248,9 @@ def moving_average(ctx: GexpContext, inputs: Inputs, params: list[str]) -> list[
     out = []
     for result in _flat(inputs):
         keep = _in_range(ctx, result)
-        ts = result.ts_ms[keep].tolist()
-        values = result.values[keep].astype(np.float64).tolist()
-        averages = np.array([_average(ts, values, i, size, timed) for i in range(len(ts))],
-                            dtype=np.float64)
-        out.append(derived(result, result.ts_ms[keep], averages, np.zeros(len(ts), bool)))
+        ts = result.ts_ms[keep]
+        averages = _averages(ts, result.values[keep].astype(np.float64), size, timed)
+        out.append(derived(result, ts, averages, np.zeros(ts.size, bool)))
     return out
 
 

@@ -26,6 +26,7 @@ from app.errors import BadRequestError
 NAME_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789*-_#/$@|.'[]")
 _PUNCTUATION = frozenset("(),:{}=")
 _SPACE = frozenset(" \t\n\r")
+MAX_DEPTH = 64  # nested calls; OpenTSDB's recursive parser has no limit but its stack
 
 
 @dataclass(frozen=True)
@@ -93,6 +94,7 @@ class _Parser:
         self.pos = 0
         self.functions = functions
         self.leaves = leaves
+        self.depth = 0
 
     def peek(self, ahead: int = 0) -> str | None:
         at = self.pos + ahead
@@ -107,6 +109,9 @@ class _Parser:
         return token
 
     def expression(self) -> Call:
+        self.depth += 1
+        if self.depth > MAX_DEPTH:
+            raise _Syntax(f"calls nested deeper than {MAX_DEPTH}")
         name = self.take()
         if name not in self.functions:
             # OpenTSDB looks the function up as soon as it has read the name
@@ -117,6 +122,7 @@ class _Parser:
             self.pos += 1
             args.append(self.parameter())
         self.take(")")
+        self.depth -= 1
         return Call(name, tuple(args))
 
     def parameter(self) -> Call | MetricLeaf | str:
@@ -158,8 +164,8 @@ def parse_expression(text: str, functions: Collection[str], leaves: list[str]) -
     parser = _Parser(_tokens(text), functions, leaves)
     try:
         return parser.expression()
-    except _Syntax:
-        raise BadRequestError(f"Failed to parse {text}") from None
+    except _Syntax as exc:
+        raise BadRequestError(f"Failed to parse {text}", str(exc) or None) from None
 
 
 def parse_expressions(texts: list[str], functions: Collection[str]) -> tuple[list[Call],

@@ -138,3 +138,13 @@ def test_missing_start_no_query_and_post(loaded: FlaskClient) -> None:
     response = loaded.post("/api/query/gexp", data="{}", content_type="application/json")
     assert response.status_code == 400
     assert "GET" in response.get_json()["error"]["details"]
+
+
+def test_query_limits_apply_to_the_leaves(make_client: Any) -> None:
+    client = make_client({"tsd.query.limits.data_points.default": 2})
+    body = [{"metric": "g.cpu", "timestamp": T0 + 60 * i, "value": i, "tags": {"host": "a"}}
+            for i in range(5)]
+    put = client.post("/api/put?sync", data=json.dumps(body), content_type="application/json")
+    assert put.status_code == 204
+    out = gexp(client, "absolute(sum:g.cpu{host=a})", end=T0 + 600, status=413)
+    assert "data points" in out["error"]["message"]

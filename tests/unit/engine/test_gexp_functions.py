@@ -186,3 +186,20 @@ def test_tree_text_and_a_parameter_before_a_series() -> None:
 def test_java_hash_order_of_leaf_indexes() -> None:
     assert _java_hash_order([3, 1, 2]) == [1, 2, 3]
     assert _java_hash_order([15, 16]) == [16, 15]  # 16 lands in bucket 0 of 16
+
+
+def test_moving_average_of_a_long_series_with_a_wide_window() -> None:
+    """Past EXACT_WORK the sums come from prefix sums: over 0, 1, 2, ... the average of the
+    last w values at point i is i - (w - 1) / 2."""
+    n, w = 5000, 1000
+    ramp = series(list(range(n)), step_ms=1000)
+    out = run("movingAverage", [[ramp]], str(w))[0]
+    assert n * w > 2_000_000
+    assert out.values[: w - 1].tolist() == [0.0] * (w - 1)
+    expected = [i - (w - 1) / 2 for i in range(w - 1, n)]
+    assert out.values[w - 1:].tolist() == pytest.approx(expected, rel=1e-12)
+    timed = run("movingAverage", [[ramp]], f"'{w}s'")[0]
+    # a 1000 s window holds the points less than 1000 s old: the last 1000 again,
+    # full from the point at 1000 s
+    assert timed.values[:w].tolist() == [0.0] * w
+    assert timed.values[w:].tolist() == pytest.approx(expected[1:], rel=1e-12)

@@ -57,3 +57,12 @@ def test_unknown_function_named_as_soon_as_read() -> None:
     with pytest.raises(BadRequestError) as caught:
         parse("scale(highestMin(sum:a,2),3)")
     assert caught.value.message == "Function highestMin has not been implemented"
+
+
+def test_deep_nesting_is_a_clear_error() -> None:
+    text = "absolute(" * 65 + "sum:a" + ")" * 65
+    with pytest.raises(BadRequestError) as caught:
+        parse(text)
+    assert caught.value.message.startswith("Failed to parse absolute(")
+    assert caught.value.details == "calls nested deeper than 64"
+    assert parse("absolute(" * 64 + "sum:a" + ")" * 64)[1] == ["sum:a"]
