@@ -185,25 +185,7 @@ def _window(params: list[str]) -> tuple[int, bool]:
     return size, timed
 
 
-EXACT_WORK = 2_000_000  # points x window up to which averages are summed point by point
-
-
-def _average(ts: list[int], values: list[float], i: int, size: int, timed: bool) -> float:
-    """OpenTSDB's MovingAverageAggregator at point ``i``: newest to oldest, NaNs skipped; 0
-    until the window is full (and at a timed window's first point)."""
-    if timed and (i == 0 or ts[0] > ts[i] - size):
-        return 0.0
-    total, count, j = 0.0, 0, i
-    while j >= 0 and (not timed or ts[i] - ts[j] < size):
-        if not math.isnan(values[j]):
-            total += values[j]
-            count += 1
-            if not timed and count >= size:
-                return total / count
-        j -= 1
-    if not timed or count == 0:
-        return 0.0
-    return total / count
+EXACT_WIDTH = 128  # windows up to this many points are summed in OpenTSDB's order
 
 
 def _window_starts(ts: np.ndarray, valid: BoolArray, size: int, timed: bool) -> np.ndarray:
@@ -222,22 +204,28 @@ def _window_starts(ts: np.ndarray, valid: BoolArray, size: int, timed: bool) -> 
 
 
 def _averages(ts: np.ndarray, values: Float64Array, size: int, timed: bool) -> Float64Array:
-    """Every point's moving average: summed in OpenTSDB's order when that is cheap, else from
-    extended-precision prefix sums (a long series with a wide window stays linear)."""
+    """Every point's moving average, 0 until the window is full. Narrow windows are summed
+    newest to oldest, as OpenTSDB's MovingAverageAggregator does (the same doubles); wide ones
+    from extended-precision prefix sums, so a long series with a wide window stays linear."""
     valid = ~np.isnan(values)
     starts = _window_starts(ts, valid, size, timed)
-    widths = np.arange(ts.size) - starts + 1
-    if int(np.where(starts >= 0, widths, 0).sum()) <= EXACT_WORK:
-        ts_list, value_list = ts.tolist(), values.tolist()
-        return np.array([_average(ts_list, value_list, i, size, timed) for i in range(ts.size)],
-                        dtype=np.float64)
-    sums = np.concatenate([[0], np.cumsum(np.where(valid, values, 0), dtype=np.longdouble)])
+    here = np.arange(ts.size)
+    widths = np.where(starts >= 0, here - starts + 1, 0)
+    clean = np.where(valid, values, 0.0)  # adding 0.0 leaves a sum as it was: NaNs skipped
     counts = np.concatenate([[0], np.cumsum(valid)])
-    ends = np.arange(1, ts.size + 1)
     first = np.maximum(starts, 0)
-    count = counts[ends] - counts[first]
+    count = counts[here + 1] - counts[first]
+    widest = int(widths.max()) if widths.size else 0
+    if widest <= EXACT_WIDTH:
+        sums = np.zeros(ts.size, dtype=np.float64)
+        for back in range(widest):
+            inside = back < widths
+            sums[inside] += clean[here[inside] - back]
+    else:
+        prefix = np.concatenate([[0], np.cumsum(clean, dtype=np.longdouble)])
+        sums = (prefix[here + 1] - prefix[first]).astype(np.float64)
     with np.errstate(invalid="ignore", divide="ignore"):
-        averages = ((sums[ends] - sums[first]) / np.maximum(count, 1)).astype(np.float64)
+        averages = sums / np.maximum(count, 1)
     return np.where((starts >= 0) & (count > 0), averages, 0.0)
 
 
@@ -297,31 +285,40 @@ def _java_max(a: float, b: float) -> float:
 
 def _scores(ctx: GexpContext, series: list[GroupResult], latest: bool) -> list[float]:
     """Each series' value for ranking: its latest (highestCurrent) or largest (highestMax).
-    Like OpenTSDB, timestamps where every series has an integer go to integer slots (start
-    at Long.MIN_VALUE), the others to double slots (start at Double.MIN_VALUE, a tiny positive
-    number), and the two are combined at the end."""
-    count = len(series)
-    longs = [float(-2**63)] * count
-    doubles = [5e-324] * count
-    has_long = has_double = False
-    points: dict[int, list[tuple[int, float, bool]]] = {}
-    for i, result in enumerate(series):
+    Like OpenTSDB, timestamps where every series present has an integer go to integer slots
+    (starting at Long.MIN_VALUE), the others to double slots (starting at Double.MIN_VALUE, a
+    tiny positive number; NaN wins), and the two are combined at the end. highestCurrent's
+    slots hold the values at the last timestamp of each kind (0 for a series without one)."""
+    kept = []
+    for result in series:
         keep = _in_range(ctx, result)
-        for t, v, is_int in zip(result.ts_ms[keep].tolist(), result.values[keep].tolist(),
-                                point_ints(result)[keep].tolist(), strict=True):
-            points.setdefault(t, []).append((i, v, is_int))
-    for t in sorted(points):
-        present = points[t]
-        as_long = all(is_int for _, _, is_int in present)
-        has_long, has_double = has_long or as_long, has_double or not as_long
-        target = longs if as_long else doubles
-        if latest:
-            target[:] = [0.0] * count
-        for i, v, _ in present:
-            target[i] = v if latest else _java_max(target[i], v)
-    if has_long and has_double:
-        return [_java_max(a, b) for a, b in zip(longs, doubles, strict=True)]
-    return longs if has_long else doubles
+        kept.append((result.ts_ms[keep], result.values[keep], point_ints(result)[keep]))
+    if not kept:
+        return []
+    double_stamps = np.unique(np.concatenate([ts[~ints] for ts, _, ints in kept]))
+    paths = [~np.isin(ts, double_stamps) for ts, _, _ in kept]  # True: the integer path
+    has_long = any(bool(path.any()) for path in paths)
+    has_double = any(bool((~path).any()) for path in paths)
+    last: dict[bool, int | None] = {
+        kind: max((int(ts[path == kind].max()) for (ts, _, _), path in zip(kept, paths,
+                                                                           strict=True)
+                   if (path == kind).any()), default=None) for kind in (True, False)}
+    scores = []
+    for (ts, values, _), path in zip(kept, paths, strict=True):
+        slot = {}
+        for kind, initial in ((True, float(-2**63)), (False, 5e-324)):
+            chosen = values[path == kind]
+            if latest:
+                at = ts[path == kind] == last[kind]
+                slot[kind] = initial if last[kind] is None else (
+                    float(chosen[at][0]) if at.any() else 0.0)
+            else:
+                slot[kind] = _java_max(initial, float(chosen.max())) if chosen.size else initial
+        if has_long and has_double:
+            scores.append(_java_max(slot[True], slot[False]))
+        else:
+            scores.append(slot[True] if has_long else slot[False])
+    return scores
 
 
 def _descending(value: float) -> tuple[bool, float, bool]:
