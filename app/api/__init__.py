@@ -21,6 +21,7 @@ from app.api import (  # noqa: E402,F401
     put,
     query,
     query_exp,
+    query_gexp,
     rollup,
     search,
     stats,

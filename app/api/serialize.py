@@ -274,7 +274,7 @@ def serialize_results(query: Query, results: list[GroupResult], *,
             series["query"] = query_echo(sub)
         if query.show_tsuids:
             series["tsuids"] = sorted(result.tsuids)
-        if not query.no_annotations and result.annotations:
+        if not query.no_annotations and (result.annotations or result.show_empty_annotations):
             series["annotations"] = annotations_json(result.annotations, query.start_ms,
                                                      query.end_ms)
         if globals_json:

@@ -60,3 +60,5 @@ class GroupResult:
     int_mask: BoolArray | None = None
     long_values: Int64Array | None = None
     json_null: bool = False
+    # Printed as "annotations": [] when empty (OpenTSDB's /api/query/gexp series arithmetic)
+    show_empty_annotations: bool = False

@@ -226,3 +226,42 @@ EXP_DEPARTURES = [
     Departure("opentsdb-exp-explicit-tags-extra-row", "docs/differences.md",
               "reads one hour row past its scan window", _exp_explicit_tags_extra_row),
 ]
+
+
+# ---- /api/query/gexp (tests/differential/test_gexp.py)
+SERIES_FUNCTIONS = ("sumSeries", "sum", "diffSeries", "difference", "multiplySeries", "multiply",
+                    "divideSeries", "divide")
+
+
+def _gexp(case: Case, *functions: str) -> bool:
+    return case.kind.startswith("gexp") and any(f"{name}%28" in case.path or f"{name}(" in
+                                                case.path for name in functions)
+
+
+# test_gexp.py marks a difference with this when pytsd's answer, every value made absolute,
+# agrees with OpenTSDB's
+ALIAS_ABS = "OpenTSDB's alias printed absolute values"
+
+
+DEPARTURES += [
+    Departure("gexp-parse-error-is-400", "docs/differences.md",
+              "`exp=` that does not parse, unknown function",
+              lambda case, lines: case.kind == "gexp-malformed"
+              and lines[0].startswith(("status 500 vs 400", "status 0 vs 400"))),
+    Departure("gexp-time-shift", "docs/differences.md", "| `timeShift` / `shift` |",
+              lambda case, lines: _gexp(case, "shift", "Shift")
+              and "unknown time unit=" in lines[0]),
+    Departure("gexp-alias-keeps-sign", "docs/differences.md", "`alias` keeps the sign",
+              lambda case, lines: _gexp(case, "alias") and lines[0].startswith(ALIAS_ABS)),
+    Departure("gexp-alias-with-arithmetic", "docs/differences.md",
+              "`alias` with series arithmetic",
+              lambda case, lines: _gexp(case, "alias") and lines[0].startswith(
+                  ("status 400 vs 200: '-1'", 'status 400 vs 200: "Wrong id.length = 0'))),
+    Departure("gexp-series-of-different-lengths", "docs/differences.md",
+              "`*Series` functions over series of different lengths",
+              lambda case, lines: _gexp(case, *SERIES_FUNCTIONS)
+              and lines[0].startswith("status 400 vs 200: 'No more elements'")),
+    Departure("gexp-post", "docs/differences.md", "POST to `/api/query/gexp`",
+              lambda case, lines: case.kind == "gexp-malformed" and case.method == "POST"
+              and lines[0].startswith("message ")),
+]
