@@ -77,7 +77,9 @@ def float_order(value: float) -> int:
 
 
 def java_float_text(value: float) -> str:
-    """``Float.toString``: shortest digits that read back as the same float, Java's layout."""
+    """``Float.toString`` of ``value`` made a float: the shortest digits that read back as
+    the same float, in Java's layout."""
+    value = to_float32(value)
     if value != value:
         return "NaN"
     if value in (float("inf"), float("-inf")):

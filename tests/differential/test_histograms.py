@@ -276,3 +276,18 @@ def test_cells_hold_the_same_bytes(setup: Setup) -> None:
 
 def test_fsck_clean_on_pytsd_tables(setup: Setup) -> None:
     assert setup.reader.fsck_errors() == 0
+
+
+def test_all_downsampler_departure(setup: Setup) -> None:
+    """``0all-sum``: OpenTSDB 2.4.1 answers no point (docs/differences.md, "Histograms and
+    the `all` downsampler"); pytsd answers the sum of the range at the query start."""
+    for sub in ({"percentiles": [50, 90]}, {"showHistogramBuckets": True}):
+        body = json.dumps({"start": START, "end": START + 3600, "queries": [
+            {"metric": "h.latency", "aggregator": "sum", "downsample": "0all-sum", **sub}]})
+        status, text = setup.writer.request("POST", "/api/query", body)
+        print(status, text[:300])
+        assert status == 200
+        assert all(not series["dps"] for series in json.loads(text))
+        status, text = setup.own.request("POST", "/api/query", body)
+        assert status == 200
+        assert all(list(series["dps"]) == [str(START)] for series in json.loads(text))
