@@ -10,25 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
-from flask import Response, current_app, request
+from flask import Response, current_app
 
 from app.api import bp
 from app.api.body import json_body
 from app.api.put import _respond, get_writer, http_message
 from app.api.stats import record_points_written
-from app.errors import BadRequestError, MethodNotAllowedError, TsdbError
+from app.errors import BadRequestError, TsdbError
 from app.storage.codec_histogram import HistogramCodecs
 from app.tsdb.histograms import DISABLED, HistogramPoint, parse_json_histogram, write_histograms
 
 
-@bp.route("/histogram", methods=["GET", "POST", "PUT", "DELETE"])
+@bp.route("/histogram", methods=["POST"])  # other verbs: the app's 405, OpenTSDB's words
 def histogram() -> Response:
     codecs: HistogramCodecs = current_app.extensions["tsdb"].histogram_codecs
     if not codecs.enabled:
         raise TsdbError(DISABLED, code=503)
-    if request.method != "POST":
-        raise MethodNotAllowedError("Method not allowed", f"The HTTP method [{request.method}] "
-                                    "is not permitted for this endpoint")
     body = json_body()
     raw_points: list[Any] = body if isinstance(body, list) else [body]
     if not raw_points:

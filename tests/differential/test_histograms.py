@@ -26,7 +26,9 @@ import pytest
 from app.storage.codec_histogram import SimpleHistogram, encode_simple
 from tests.differential.cells import data_points, differences
 from tests.differential.compare import compare
+from tests.differential.departures import DEPARTURES
 from tests.differential.oracle import OpenTSDB, opentsdb_settings
+from tests.differential.queries import Case
 from tests.differential.test_differential import PytsdClient, _hbase
 
 SEED = 20240101
@@ -279,13 +281,15 @@ def test_fsck_clean_on_pytsd_tables(setup: Setup) -> None:
 
 
 def test_all_downsampler_departure(setup: Setup) -> None:
-    """``0all-sum``: OpenTSDB 2.4.1 answers no point (docs/differences.md, "Histograms and
-    the `all` downsampler"); pytsd answers the sum of the range at the query start."""
+    """``0all-sum``: OpenTSDB 2.4.1 answers no point (the departure declared in
+    departures.py); pytsd answers the sum of the range at the query start."""
+    departure = {d.name: d for d in DEPARTURES}["opentsdb-histogram-all-downsampler"]
     for sub in ({"percentiles": [50, 90]}, {"showHistogramBuckets": True}):
-        body = json.dumps({"start": START, "end": START + 3600, "queries": [
-            {"metric": "h.latency", "aggregator": "sum", "downsample": "0all-sum", **sub}]})
+        query = {"metric": "h.latency", "aggregator": "sum", "downsample": "0all-sum", **sub}
+        body = json.dumps({"start": START, "end": START + 3600, "queries": [query]})
+        assert departure.applies(Case("all", "histogram", "POST", "/api/query", body, [query]),
+                                 [])
         status, text = setup.writer.request("POST", "/api/query", body)
-        print(status, text[:300])
         assert status == 200
         assert all(not series["dps"] for series in json.loads(text))
         status, text = setup.own.request("POST", "/api/query", body)
