@@ -19,6 +19,7 @@ import json
 import struct
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 PREFIX = 0x06
@@ -115,6 +116,8 @@ def _shortest_float32(magnitude: float) -> tuple[str, int]:
 
 def write_varlong(value: int) -> bytes:
     """Kryo 2.21 ``Output.writeLong(value, true)``: 7 bits a byte, low first; 9th byte whole."""
+    if 0 <= value < 0x80:
+        return _SMALL[value]
     v = value & LONG_MASK
     out = bytearray()
     for _ in range(8):
@@ -125,6 +128,9 @@ def write_varlong(value: int) -> bytes:
         v >>= 7
     out.append(v & 0xFF)
     return bytes(out)
+
+
+_SMALL = [bytes([v]) for v in range(0x80)]
 
 
 def read_varlong(raw: bytes, pos: int) -> tuple[int, int]:
@@ -232,15 +238,26 @@ def decode_simple(raw: bytes, codec_id: int, includes_id: bool = True) -> Simple
     count = struct.unpack(">h", raw[pos:pos + 2])[0]
     pos += 2
     histogram = SimpleHistogram(codec_id)
+    buckets = histogram.buckets
     for _ in range(max(count, 0)):
         if pos + 8 > len(raw):
             raise HistogramCodecError("Buffer underflow.")
-        lower, upper = struct.unpack(">ff", raw[pos:pos + 8])
-        value, pos = read_varlong(raw, pos + 8)
-        histogram.add_bucket(lower, upper, value)
+        order, bounds = _stored_bounds(raw[pos:pos + 8])
+        if pos + 8 < len(raw) and raw[pos + 8] < 0x80:  # a one-byte count: the common case
+            buckets[order], pos = (bounds, raw[pos + 8]), pos + 9
+        else:
+            value, pos = read_varlong(raw, pos + 8)
+            buckets[order] = (bounds, value)
     histogram.underflow, pos = read_varlong(raw, pos)
     histogram.overflow, pos = read_varlong(raw, pos)
     return histogram
+
+
+@lru_cache(maxsize=4096)  # the same bucket layout comes back cell after cell
+def _stored_bounds(raw: bytes) -> tuple[tuple[int, int], Bounds]:
+    """Two stored floats → (the bucket's order key, its bounds)."""
+    lower, upper = struct.unpack(">ff", raw)
+    return (float_order(lower), float_order(upper)), (float(lower), float(upper))
 
 
 def _pretty(raw: bytes) -> str:

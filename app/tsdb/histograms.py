@@ -14,6 +14,7 @@ import logging
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 from app.engine.histogram import HistogramSeries, run_histogram_subquery
@@ -22,10 +23,12 @@ from app.errors import BadRequestError, StorageError, TsdbError
 from app.query.ast import SubQuery
 from app.query.filters import build_filter
 from app.storage.codec_histogram import (
+    Bounds,
     HistogramCodecError,
     HistogramCodecs,
     SimpleHistogram,
     encode_simple,
+    float_order,
     histogram_qualifier,
     histogram_time_ms,
     is_histogram_qualifier,
@@ -37,6 +40,8 @@ from app.tsdb.writer import PointWriter
 
 log = logging.getLogger(__name__)
 
+LONG_MAX = 2**63 - 1
+MAX_BUCKETS = 32767
 DISABLED = ("Histogram storage has not been enabled. Check the "
             "'tsd.core.histograms.config' configuration.")
 
@@ -89,28 +94,42 @@ def parse_json_histogram(raw: Any, codecs: HistogramCodecs) -> HistogramPoint:
 
 
 def _json_long(raw: Any) -> int | None:
+    """A JSON number (or numeric text) as Jackson reads a Java long; None when absent."""
     if raw is None or isinstance(raw, bool):
         return None
     try:
-        return int(raw)
+        value = int(raw)
     except (TypeError, ValueError, OverflowError):
+        value = LONG_MAX + 1
+    if not -LONG_MAX - 1 <= value <= LONG_MAX:
         raise BadRequestError("Unable to parse the given JSON",
-                              f"Not a number: {echo(str(raw))}") from None
+                              f"Not a long: {echo(str(raw))}")
+    return value
 
 
 def _from_buckets(buckets: Mapping[Any, Any], raw: Mapping[str, Any],
                   codecs: HistogramCodecs) -> SimpleHistogram:
     """``HistogramPojo#toSimpleHistogram``: ``"lower,upper": count`` entries."""
+    if len(buckets) > MAX_BUCKETS:  # the count is a Java short: OpenTSDB would store garbage
+        raise BadRequestError(f"Too many histogram buckets: {len(buckets)} (at most "
+                              f"{MAX_BUCKETS})")
     histogram = SimpleHistogram(_simple_id(codecs))
     histogram.overflow = _json_long(raw.get("overflow")) or 0
     histogram.underflow = _json_long(raw.get("underflow")) or 0
     for key, count in buckets.items():
-        bounds = [b for b in str(key).split(",") if b]
-        if len(bounds) != 2:
-            raise BadRequestError(f"Unable to parse bucket bounds: {echo(str(key))}")
-        histogram.add_bucket(_java_float(bounds[0]), _java_float(bounds[1]),
-                             _json_long(count) or 0)
+        order, bounds = _bucket_key(str(key))
+        histogram.buckets[order] = (bounds, _json_long(count) or 0)
     return histogram
+
+
+@lru_cache(maxsize=4096)  # clients send the same bucket layout point after point
+def _bucket_key(key: str) -> tuple[tuple[int, int], Bounds]:
+    """``"lower,upper"`` → (the bucket's order key, its float bounds)."""
+    bounds = [b for b in key.split(",") if b]
+    if len(bounds) != 2:
+        raise BadRequestError(f"Unable to parse bucket bounds: {echo(key)}")
+    lower, upper = _java_float(bounds[0]), _java_float(bounds[1])
+    return (float_order(lower), float_order(upper)), (lower, upper)
 
 
 def _java_float(text: str) -> float:
@@ -227,9 +246,10 @@ def write_histograms(writer: PointWriter, points: Sequence[HistogramPoint]
     """
     errors: list[TsdbError | None] = []
     rows: dict[bytes, dict[bytes, bytes]] = {}
+    templates: dict[tuple[str, TagPairs], bytes] = {}  # each series checked once per call
     for point in points:
         try:
-            row, qualifier = _cell(writer, point)
+            row, qualifier = _cell(writer, point, templates)
         except StorageError:
             raise
         except TsdbError as exc:
@@ -242,13 +262,18 @@ def write_histograms(writer: PointWriter, points: Sequence[HistogramPoint]
     return errors
 
 
-def _cell(writer: PointWriter, point: HistogramPoint) -> tuple[bytes, bytes]:
+def _cell(writer: PointWriter, point: HistogramPoint,
+          templates: dict[tuple[str, TagPairs], bytes]) -> tuple[bytes, bytes]:
     """``TSDB#addHistogramPoint``: the timestamp and series checks, then row and qualifier."""
     if point.timestamp > MAX_MS_TIMESTAMP:
         raise BadRequestError(f"bad timestamp={point.timestamp} when trying to add value="
                               f"{java_bytes_text(point.raw)}/0 to metric={echo(point.metric)}, "
                               f"tags={java_hashmap_text(point.tags)}")
-    template = writer.row_template(point.metric, dict(point.tags), point.tags)
+    series = (point.metric, point.tags)
+    template = templates.get(series)
+    if template is None:
+        template = templates[series] = writer.row_template(point.metric, dict(point.tags),
+                                                           point.tags)
     base_s, qualifier = histogram_qualifier(point.timestamp)
     return writer.row_for(template, base_s), qualifier
 

@@ -186,3 +186,12 @@ def test_millisecond_and_second_points_come_out_in_time_order(client: FlaskClien
         {"metric": "h.lat", "aggregator": "sum", "percentiles": [50]}]})
     assert list(answer[0]["dps"].items()) == [
         ("1356998401500", 3.0), ("1356998402000", 0.5), ("1356999000000", 7.5)]
+
+
+def test_out_of_range_numbers_and_too_many_buckets_are_refused(client: FlaskClient) -> None:
+    status, body = _post(client, [
+        _point(T0, {"0,1": 2**63}),
+        _point(T0, {f"{i},{i + 1}": 1 for i in range(32768)})], "?details")
+    assert status == 400
+    assert [e["error"] for e in body["errors"]] == [
+        "Unable to parse the given JSON", "Too many histogram buckets: 32768 (at most 32767)"]
