@@ -249,6 +249,11 @@ SETTINGS: dict[str, Setting] = {
     "tsd.rollups.config": Setting(
         "", str, "Rollup intervals and aggregator IDs: JSON, or the path of a `.json` file."
     ),
+    "tsd.core.histograms.config": Setting(
+        "", str, "Histogram codecs: JSON map of codec class to ID (0-255), or a `.json` path; "
+        "empty disables `/api/histogram`. The built-in one is "
+        "`net.opentsdb.core.SimpleHistogramDecoder`."
+    ),
     "tsd.rollups.tag_raw": Setting(
         False, parse_bool, "Tag rollups of raw series with `agg_tag_key=raw_agg_tag_value`."
     ),

@@ -14,6 +14,7 @@ from app.api import (  # noqa: E402,F401
     annotation,
     cors,
     errors,
+    histogram,
     jsonp,
     last,
     meta,

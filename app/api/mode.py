@@ -12,7 +12,8 @@ from app.errors import NotFoundError
 
 # First path segment after /api (or /api/v1) -> the modes that serve it.
 # dropcaches is an admin action: a read-only TSD refuses it too.
-WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid", "dropcaches"})
+WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid", "dropcaches",
+                             "histogram"})
 READ_ENDPOINTS = frozenset({"query", "search", "suggest"})
 
 

@@ -129,6 +129,7 @@ class SubQuerySchema(_Base):
     filters = fields.List(fields.Nested(FilterSchema), load_default=None, allow_none=True)
     explicitTags = fields.Boolean(load_default=None, allow_none=True)
     percentiles = fields.List(fields.Float(), load_default=None, allow_none=True)
+    showHistogramBuckets = fields.Boolean(load_default=None, allow_none=True)
     rollupUsage = Text(load_default=None, allow_none=True)
     preAggregate = fields.Boolean(load_default=None, allow_none=True)
 
@@ -206,6 +207,7 @@ def _sub_query(raw: Mapping[str, Any], index: int) -> SubQuery:
         rate=bool(raw["rate"]), rate_options=_rate_options(raw["rateOptions"]),
         explicit_tags=bool(raw["explicitTags"]),
         percentiles=tuple(sorted(raw["percentiles"] or ())),
+        show_histogram_buckets=bool(raw["showHistogramBuckets"]),
         rollup_usage=parse_rollup_usage(raw["rollupUsage"]),
         pre_aggregate=bool(raw["preAggregate"]))
 

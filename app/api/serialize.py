@@ -236,8 +236,8 @@ def query_echo(sub: SubQuery) -> dict[str, Any]:
         "preAggregate": sub.pre_aggregate,
         "rollupUsage": sub.rollup_usage,
         "rollupTable": "raw",
-        "histogramQuery": bool(sub.percentiles),
-        "showHistogramBuckets": False,
+        "histogramQuery": bool(sub.percentiles) or sub.show_histogram_buckets,
+        "showHistogramBuckets": sub.show_histogram_buckets,
         "useMultiGets": True,
     }
 

@@ -47,7 +47,7 @@ class TelnetSession:
         self._handlers: dict[str, Callable[[list[str]], str]] = {
             "stats": self._stats, "dropcaches": self._dropcaches, "version": self._version,
             "help": self._help, "rollup": self._not_supported,
-            "histogram": self._not_supported}
+            "histogram": self._histogram}
 
     def handle_lines(self, lines: list[bytes]) -> tuple[bytes, bool]:
         """Execute ``lines`` in order; return the reply bytes and whether to close.
@@ -122,6 +122,26 @@ class TelnetSession:
     def _dropcaches(self, words: list[str]) -> str:
         drop_caches(self.app.extensions)
         return "Caches dropped.\n"
+
+    def _histogram(self, words: list[str]) -> str:
+        """``histogram`` lines are stored one by one, each answering only its error."""
+        from app.tsdb.histograms import StoreFailed, parse_telnet_histogram, write_histograms
+
+        tsdb = self.app.extensions["tsdb"]
+        try:
+            point = parse_telnet_histogram(words, tsdb.histogram_codecs)
+            error = write_histograms(writer_of(self.app.extensions), [point])[0]
+        except StoreFailed as exc:
+            error = exc
+        except StorageError as exc:
+            return f"histogram: HBase error: {exc.message}\n"
+        except TsdbError as exc:
+            return _put_error(exc).replace("put:", "histogram:", 1)
+        if error is not None:
+            # OpenTSDB fails the write's callback: any cause reads as an HBase error.
+            return f"histogram: HBase error: {error.message}\n"
+        record_points_written(1)
+        return ""
 
     def _not_supported(self, words: list[str]) -> str:
         return (f"{words[0]}: illegal argument: {words[0]} data points are not supported "

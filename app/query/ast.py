@@ -62,6 +62,8 @@ class SubQuery:
     filters: tuple[Filter, ...] = ()
     explicit_tags: bool = False
     percentiles: tuple[float, ...] = ()
+    # Histogram queries (2.4): also answer one series per bucket of the histograms.
+    show_histogram_buckets: bool = False
     # Rollups (2.4): ``ROLLUP_*`` name or None for the default; read the pre-aggregate table.
     rollup_usage: str | None = None
     pre_aggregate: bool = False

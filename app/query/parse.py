@@ -10,7 +10,7 @@ Grammar (OpenTSDB's ``QueryRpc#parseMTypeSubQuery``; the value is split on every
               | "explicit_tags"             ; m only
               | "pre-agg"                   ; read the pre-aggregate table (rollups enabled)
               | "rollup_raw" | "rollup_nofallback" | "rollup_fallback" | "rollup_fallback_raw"
-              | "show-histogram-buckets"    ; accepted, no effect
+              | "show-histogram-buckets"
     downsample= interval "-" function ["-" fill]
     interval  = <digits><unit> ["c"]        ; "c": calendar aligned
               | <anything containing "all"> ; one bucket over the whole query range
@@ -123,11 +123,12 @@ def _rate_number(parts: list[str], position: int, default: int, what: str) -> in
 
 
 def _parse_percentiles(modifier: str) -> tuple[float, ...]:
-    inner = modifier[len("percentiles"):]
-    if not (inner.startswith("[") and inner.endswith("]")):
-        raise BadRequestError(f"Invalid percentiles specification: {modifier}")
+    """``QueryRpc.parsePercentiles``: the floats between the first ``[`` and ``]``."""
+    start, end = modifier.find("["), modifier.find("]")
+    if start < 0 or end < 0:
+        raise BadRequestError(f"Malformated percentile query paramater: {modifier}")
     try:
-        return tuple(sorted(float(p) for p in inner[1:-1].split(",") if p.strip()))
+        return tuple(sorted(float(p) for p in modifier[start + 1:end].split(",") if p.strip()))
     except ValueError:
         raise BadRequestError(f"Invalid percentiles specification: {modifier}") from None
 
@@ -191,6 +192,8 @@ def _apply_modifiers(sub: SubQuery, modifiers: list[str], allow_explicit: bool) 
             fields["rollup_usage"] = parse_rollup_usage(modifier)
         elif lowered.startswith("percentiles"):
             fields["percentiles"] = _parse_percentiles(modifier)
+        elif lowered.startswith("show-histogram-buckets"):
+            fields["show_histogram_buckets"] = True
         elif allow_explicit and lowered.startswith("explicit_tags"):
             fields["explicit_tags"] = True
     return replace(sub, **fields)

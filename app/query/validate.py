@@ -67,7 +67,7 @@ def validate_sub_query(sub: SubQuery, timezone: str = "") -> None:
         build_filter(spec)
     if sub.downsample is not None:
         _validate_downsample(sub.downsample)
-    if sub.percentiles:
+    if sub.percentiles or sub.show_histogram_buckets:
         _validate_percentiles(sub)
     if timezone and sub.downsample is not None and not is_known_timezone(timezone):
         raise BadRequestError("The timezone specification could not be found")
@@ -90,6 +90,8 @@ def _validate_percentiles(sub: SubQuery) -> None:
     if sub.aggregator not in _HISTOGRAM_AGGREGATORS:
         raise BadRequestError(
             "Only NONE or SUM aggregation function supported for histogram query")
+    if sub.downsample is not None and sub.downsample.function != "sum":
+        raise BadRequestError("Only SUM downsampling aggregation supported for histogram query")
     for percentile in sub.percentiles:
         if not 0 <= percentile <= 100:
             raise BadRequestError(f"Invalid percentile parameters: {percentile}")

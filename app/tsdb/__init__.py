@@ -14,6 +14,7 @@ from app.config import Config
 from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
+from app.storage.codec_histogram import HistogramCodecs, parse_codecs
 from app.tsdb.compaction import CompactionQueue
 from app.tsdb.rollup_config import RollupConfig, load_rollup_config
 from app.tsdb.schema import ensure_tables
@@ -51,6 +52,9 @@ class TSDB:
         self.rollup_config: RollupConfig | None = None
         if config["tsd.rollups.enable"]:
             self.rollup_config = load_rollup_config(config["tsd.rollups.config"])
+        # Histogram codecs by id (tsd.core.histograms.config; empty: histograms off).
+        self.histogram_codecs: HistogramCodecs = parse_codecs(
+            config["tsd.core.histograms.config"])
         self._store: Store | None = None
         self.created_tables: list[str] = []  # by the embedded store setting itself up
         self._pid = 0

@@ -10,6 +10,7 @@ from typing import Any
 
 from app.engine.execute import run_subquery
 from app.engine.flat import count_inside
+from app.engine.histogram import is_histogram_query
 from app.engine.model import GroupResult
 from app.errors import QueryLimitError, QueryTimeoutError
 from app.query.ast import Query, SubQuery
@@ -63,6 +64,8 @@ def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False) -> QueryO
 
 def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
              deadline: Deadline, keep_scanned: bool = False) -> list[GroupResult]:
+    if is_histogram_query(sub):
+        return _run_histogram_sub(tsdb, query, sub, outcome, deadline)
     started = time.perf_counter()
     reader = SeriesReader(tsdb, query_limits(tsdb.config), deadline)
     series = reader.read(sub, query.start_ms, query.end_ms)
@@ -86,6 +89,25 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
         "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,
         "emittedDPs": emitted,
         "storageTimeMs": round(read_ms, 3),
+        "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
+    return results
+
+
+def _run_histogram_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
+                       deadline: Deadline) -> list[GroupResult]:
+    """A ``percentiles`` / ``show-histogram-buckets`` sub-query: histogram cells only."""
+    from app.tsdb.histograms import HistogramReader, run_histogram_query
+
+    started = time.perf_counter()
+    reader = HistogramReader(tsdb, query_limits(tsdb.config), deadline)
+    results, read_ms = run_histogram_query(tsdb, sub, query.start_ms, query.end_ms, reader,
+                                           query.timezone or "UTC")
+    emitted = int(sum(r.ts_ms.size for r in results))
+    reader.limits.check_output(sub, emitted)
+    outcome.stats[sub.index] = {
+        "queryIndex": sub.index, "rowsScanned": reader.stats.rows,
+        "seriesRead": reader.stats.series, "dpsRead": reader.stats.points,
+        "emittedDPs": emitted, "storageTimeMs": round(read_ms, 3),
         "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
     return results
 

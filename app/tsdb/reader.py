@@ -112,16 +112,20 @@ class SeriesReader:
     def read_rows(self, sub: SubQuery, first_s: int, last_s: int) -> list[Series]:
         """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``."""
         filters = [build_filter(f) for f in sub.filters]
+        return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
+                            sub.explicit_tags)
+
+    def _row_groups(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
+                    last_s: int) -> Iterable[_SeriesRows]:
+        """The rows of each series ``sub`` may match (the name filters not yet run)."""
         if sub.tsuids:
             self._check_tsuids(sub.tsuids)
-            groups = self._tsuid_rows(sub.tsuids, first_s, last_s)
-        else:
-            assert sub.metric is not None
-            metric_uid = self.tsdb.metrics.get_id(sub.metric)
-            constraints = self._resolve(merge_filters(filters))
-            groups = self._metric_rows(metric_uid, constraints, sub.explicit_tags, filters,
-                                       first_s, last_s)
-        return self._decode(groups, filters, sub.explicit_tags)
+            return self._tsuid_rows(sub.tsuids, first_s, last_s)
+        assert sub.metric is not None
+        metric_uid = self.tsdb.metrics.get_id(sub.metric)
+        constraints = self._resolve(merge_filters(filters))
+        return self._metric_rows(metric_uid, constraints, sub.explicit_tags, filters,
+                                 first_s, last_s)
 
     def _check_tsuids(self, tsuids: Sequence[str]) -> None:
         """Whole UIDs, one metric (``TsdbQuery#setTimeSeries``; OpenTSDB answers 500)."""
@@ -238,17 +242,23 @@ class SeriesReader:
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                 explicit_tags: bool) -> list[Series]:
+        kept = self._matching(groups, filters, explicit_tags)
+        # The rows of the series the query matched (what ``"delete": true`` deletes).
+        self.matched_rows = [row for group, _ in kept for row in group.rows]
+        decoded = self._decode_all([group for group, _ in kept])
+        self.stats.series += len(kept)
+        return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
+
+    def _matching(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
+                  explicit_tags: bool) -> list[tuple[_SeriesRows, dict[str, str]]]:
+        """The series whose tag names pass the filters, with those names."""
         kept = []
         for group in groups:
             tags = self._names(group.tag_uids)
             if tags is not None and series_matches(tags, filters, explicit_tags):
                 kept.append((group, tags))
         self.limits.check_emitted(self._sub, self._buckets, len(kept))
-        # The rows of the series the query matched (what ``"delete": true`` deletes).
-        self.matched_rows = [row for group, _ in kept for row in group.rows]
-        decoded = self._decode_all([group for group, _ in kept])
-        self.stats.series += len(kept)
-        return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
+        return kept
 
     def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         """Decode every series' rows in a few vectorised passes, each over many series.

@@ -109,6 +109,11 @@ def _fills(sub: dict[str, Any]) -> bool:
     return any(sub.get("downsample", "").endswith(fill) for fill in ("-nan", "-null", "-zero"))
 
 
+def _histogram_all(case: Case, lines: list[str]) -> bool:
+    return _subs_with(case, lambda s: bool(s.get("percentiles") or s.get("showHistogramBuckets"))
+                      and str(s.get("downsample") or "").startswith("0all"))
+
+
 def _huge_back_scan(case: Case, lines: list[str]) -> bool:
     import re
 
@@ -182,6 +187,9 @@ DEPARTURES: list[Departure] = [
               lambda case, lines: lines[0].startswith(FLAKY), sides="any"),
     Departure("opentsdb-huge-back-scan", "docs/differences.md",
               "with a huge `back_scan`", _huge_back_scan, sides="any"),
+    # tests/differential/test_histograms.py checks OpenTSDB's empty answer
+    Departure("opentsdb-histogram-all-downsampler", "docs/differences.md",
+              "Histograms and the `all` downsampler", _histogram_all, sides="any"),
 ]
 
 

@@ -57,7 +57,8 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     log = folder / "gunicorn.log"
     env = {**os.environ, "TSD_STORAGE": url, "GUNICORN_CMD_ARGS": "", "PYTHONPATH": str(ROOT),
            "TSD_CORE_AUTO_CREATE_METRICS": "true", "TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL",
-           "GUNICORN_ACCESSLOG": "/dev/null"}
+           "GUNICORN_ACCESSLOG": "/dev/null",
+           "TSD_CORE_HISTOGRAMS_CONFIG": '{"net.opentsdb.core.SimpleHistogramDecoder": 0}'}
     with log.open("wb") as out:
         process = subprocess.Popen(
             [sys.executable, "-m", "gunicorn", "wsgi:application", "--config",

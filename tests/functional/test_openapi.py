@@ -50,7 +50,9 @@ def fuzz_app(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Flask]:
     """An app over data set L on the embedded store (module-scoped: fuzzing is long)."""
     config = backend_config("sqlite", tmp_path_factory.mktemp("fuzz"),
                             {"tsd.core.auto_create_metrics": True,
-                             "tsd.storage.sqlite.synchronous": "NORMAL"})
+                             "tsd.storage.sqlite.synchronous": "NORMAL",
+                             "tsd.core.histograms.config":
+                                 '{"net.opentsdb.core.SimpleHistogramDecoder": 0}'})
     tsdb = make_tsdb(config)
     assert not any(PointWriter(tsdb).write([DataPoint(*p) for p in long_seconds()]))
     app = app_over(tsdb)
