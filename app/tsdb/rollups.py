@@ -110,7 +110,7 @@ class RollupWriter:
                                                    interval.unit_multiplier)
             qualifier, value = codec_rollup.rollup_cell(
                 point.timestamp, base_s, point.value, self.rollups.id_for(agg.aggregator),
-                interval.interval_s, interval.intervals)
+                interval.interval_s, interval.intervals, wide_floats=True)
         else:
             if not group_by:
                 raise BadRequestError("Interval cannot be null for a non-group by point")
@@ -150,9 +150,12 @@ class RollupWriter:
 
 
 def _raw_cell(point: DataPoint) -> tuple[int, bytes, bytes]:
+    """A pre-aggregate in raw-point layout; floats 8 bytes wide, as 2.4's HTTP path."""
     from app.storage import codec
 
-    return codec.point_cell(point.timestamp, point.value)
+    flags, raw = codec_rollup.encode_aggregate_value(point.value, wide_floats=True)
+    return codec.base_time_s(point.timestamp), codec.build_qualifier(point.timestamp,
+                                                                     flags), raw
 
 
 # --- computing rollups from raw data ------------------------------------------------------
@@ -208,7 +211,8 @@ def rollup_cells(series: Series, interval: RollupInterval, ids: Mapping[str, int
             continue
         bases = row_base_times(stamps, interval)
         qualifiers, raws = codec_rollup.encode_rollup_cells(
-            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals)
+            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals,
+            wide_floats=True)
         keys = {base: head + base.to_bytes(4, "big") + tail for base in set(bases.tolist())}
         for base, qualifier, raw in zip(bases.tolist(), qualifiers, raws):
             rows.setdefault(keys[base], {})[b"t:" + qualifier] = raw
