@@ -5,16 +5,13 @@ from __future__ import annotations
 import os
 import resource
 import socket
-import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
-import requests
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -32,25 +29,16 @@ def temp_storage_url(name: str = "bench.db") -> str:
 
 @contextmanager
 def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
-    """Run ``gunicorn wsgi:application`` on a free loopback port; yield its base URL."""
-    port = free_port()
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "wsgi:application", "--bind", f"127.0.0.1:{port}",
-         "--workers", str(workers), "--log-level", "warning"],
-        cwd=ROOT, env={**os.environ, "GUNICORN_ACCESSLOG": "/dev/null", **env})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                requests.get(url + "/api/version", timeout=5)
-                break
-            except requests.RequestException:  # not listening yet, or a worker still booting
-                time.sleep(0.2)
-        yield url
-    finally:
-        process.terminate()
-        process.wait(timeout=30)
+    """pytsd under gunicorn on a free loopback port (access log off); yield its base URL.
+
+    Ready at its first HTTP answer, whatever the status (a server with authentication
+    answers 401)."""
+    from tests.e2e.tsd_process import gunicorn_server as serve
+
+    log = Path(tempfile.mkdtemp(prefix="pytsd-bench-")) / "gunicorn.log"
+    env = {"GUNICORN_ACCESSLOG": "/dev/null", "GUNICORN_CMD_ARGS": "--log-level warning", **env}
+    with serve(env, log, workers=workers, any_status=True) as tsd:
+        yield tsd.url
 
 
 def percentiles_ms(samples_s: list[float]) -> str:

@@ -4,10 +4,7 @@ a background ``/api/version`` sampler whose p99 shows whether the server stays r
 from __future__ import annotations
 
 import multiprocessing
-import os
-import signal
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -16,21 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import common  # noqa: F401 - puts the repository on sys.path (app, tests)
 import numpy as np
 import requests
-from common import ROOT, free_port
 
 
 def demo_store() -> str:
     """A fresh embedded store holding the demo day (7 metrics, 10 s points)."""
-    from app.tsdb.demo import load_demo
-    from tests.conftest import make_tsdb
+    from tests.e2e.tsd_process import demo_store_in
 
-    url = f"sqlite:///{tempfile.mkdtemp(prefix='pytsd-bench-')}/demo.db"
-    tsdb = make_tsdb({"tsd.storage": url, "tsd.core.auto_create_metrics": True})
-    load_demo(tsdb)
-    tsdb.close()
-    return url
+    return demo_store_in(Path(tempfile.mkdtemp(prefix="pytsd-bench-")))
 
 
 @dataclass
@@ -73,33 +65,16 @@ class Server:
 @contextmanager
 def pytsd_server(settings: dict[str, str], workers: int = 2) -> Iterator[Server]:
     """gunicorn with pytsd's worker and config, on a free loopback port, access log off."""
-    port = free_port()
-    env = {**os.environ, "GUNICORN_ACCESSLOG": "", "GUNICORN_CMD_ARGS": "--log-level warning",
-           "TSD_NETWORK_PORT": str(port), "TSD_NETWORK_WORKER_THREADS": str(workers),
-           "PYTHONPATH": str(ROOT), **settings}
-    process = subprocess.Popen(
-        [sys.executable, "-m", "gunicorn", "app.wsgi:application", "--config",
-         str(ROOT / "gunicorn.conf.py")], cwd=tempfile.gettempdir(), env=env,
-        start_new_session=True)
-    server = Server(f"http://127.0.0.1:{port}", port, process)
+    from tests.e2e.tsd_process import launch, wait_until_responds
+
+    env = {"GUNICORN_ACCESSLOG": "", "GUNICORN_CMD_ARGS": "--log-level warning", **settings}
+    log = Path(tempfile.mkdtemp(prefix="pytsd-bench-")) / "gunicorn.log"
+    tsd = wait_until_responds(launch(env, log, workers=workers, app="app.wsgi:application",
+                                     cwd=Path(tempfile.gettempdir())), timeout_s=60)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                if requests.get(server.url + "/api/version", timeout=1).status_code == 200:
-                    break
-            except requests.RequestException:
-                time.sleep(0.2)
-        else:
-            raise RuntimeError("the server did not start")
-        yield server
+        yield Server(tsd.url, tsd.port, tsd.process)
     finally:
-        os.killpg(process.pid, signal.SIGTERM)
-        try:
-            process.wait(timeout=40)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
+        tsd.stop(timeout_s=40)
 
 
 class VersionSampler:

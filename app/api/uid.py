@@ -65,6 +65,10 @@ def _assign_source() -> dict[str, list[str]]:
 def _assign_one(tsdb: TSDB, kind: str, name: str) -> str:
     """The new UID in hex; raises :class:`TsdbError` with OpenTSDB's per-name message."""
     validate_name(kind, name, tsdb.config["tsd.core.tag.allow_specialchars"])
+    size, max_bytes = len(name.encode("utf-8")), tsdb.config["tsd.core.max_name_bytes"]
+    if size > max_bytes:  # as for puts: the names a write may assign a UID to
+        raise BadRequestError(f"Invalid {kind} name: {size} bytes, more than the {max_bytes} "
+                              "allowed (tsd.core.max_name_bytes)")
     uids = tsdb.uids[ASSIGN_TYPES[kind]]
     existing = uids.find_id(name)
     if existing is not None:

@@ -77,11 +77,22 @@ def build_rollup_qualifier(ts_s: int, base_s: int, flags: int, aggregator_id: in
     return bytes([aggregator_id]) + ((offset << FLAG_BITS) | flags).to_bytes(2, "big")
 
 
-def rollup_cell(ts_s: int, base_s: int, value: int | float, aggregator_id: int,
-                interval_s: int, intervals: int = MAX_QUALIFIER_OFFSET + 1
-                ) -> tuple[bytes, bytes]:
-    """``(qualifier, value bytes)`` of one aggregate, as ``TSDB.addAggregatePoint`` writes."""
+def encode_aggregate_value(value: int | float, wide_floats: bool) -> tuple[int, bytes]:
+    """``(flags, bytes)`` of an aggregate; a float 8 bytes wide with ``wide_floats``."""
     flags, raw = encode_value(value)
+    if wide_floats and flags & 0x8 and len(raw) == 4:
+        return flags | 0x7, struct.pack(">d", float(value))
+    return flags, raw
+
+
+def rollup_cell(ts_s: int, base_s: int, value: int | float, aggregator_id: int,
+                interval_s: int, intervals: int = MAX_QUALIFIER_OFFSET + 1, *,
+                wide_floats: bool = False) -> tuple[bytes, bytes]:
+    """``(qualifier, value bytes)`` of one aggregate, as ``TSDB.addAggregatePoint`` writes.
+
+    ``wide_floats``: a float takes 8 bytes even when it fits in 4, as 2.4's HTTP
+    ``/api/rollup`` stores every float (its ``fitsInFloat ? float : double`` is a double)."""
+    flags, raw = encode_aggregate_value(value, wide_floats)
     return build_rollup_qualifier(ts_s, base_s, flags, aggregator_id, interval_s,
                                   intervals), raw
 
@@ -129,11 +140,13 @@ def decode_rollup_cell(qualifier: bytes, value: bytes, base_s: int,
 
 def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray,
                         as_int: np.ndarray, aggregator_id: int, interval_s: int,
-                        intervals: int) -> tuple[list[bytes], list[bytes]]:
+                        intervals: int, *, wide_floats: bool = False
+                        ) -> tuple[list[bytes], list[bytes]]:
     """:func:`rollup_cell` for many aggregates at once: ``(qualifiers, values)``.
 
-    Integers (``as_int``) take the smallest of 1, 2, 4 or 8 bytes; doubles 4 bytes when the
-    float32 round trip is exact, else 8, as :func:`app.storage.codec.encode_value` decides.
+    Integers (``as_int``) take the smallest of 1, 2, 4 or 8 bytes; doubles 8 bytes with
+    ``wide_floats``, else 4 when the float32 round trip is exact, as
+    :func:`app.storage.codec.encode_value` decides.
     """
     count = int(ts_s.size)
     offset = (ts_s - base_s) // interval_s
@@ -145,7 +158,7 @@ def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray
                            (longs >= -(2**31)) & (longs < 2**31)], [1, 2, 4], 8)
     with np.errstate(over="ignore", invalid="ignore"):
         singles = values.astype(np.float32)
-        fits = (singles.astype(np.float64) == values) & np.isfinite(singles)
+        fits = (singles.astype(np.float64) == values) & np.isfinite(singles) & (not wide_floats)
     width = np.where(as_int, int_width, np.where(fits, 4, 8))
     flags = np.where(as_int, width - 1, np.where(fits, 0xB, 0xF))
     word = (offset << FLAG_BITS) | flags

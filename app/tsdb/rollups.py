@@ -24,6 +24,7 @@ from app.query.ast import SubQuery
 from app.storage import codec_rollup
 from app.tsdb import TSDB
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
+from app.tsdb.rollup_lease import RollupLease
 from app.tsdb.writer import DataPoint, PointWriter, parse_point
 
 log = logging.getLogger(__name__)
@@ -110,7 +111,7 @@ class RollupWriter:
                                                    interval.unit_multiplier)
             qualifier, value = codec_rollup.rollup_cell(
                 point.timestamp, base_s, point.value, self.rollups.id_for(agg.aggregator),
-                interval.interval_s, interval.intervals)
+                interval.interval_s, interval.intervals, wide_floats=True)
         else:
             if not group_by:
                 raise BadRequestError("Interval cannot be null for a non-group by point")
@@ -150,9 +151,12 @@ class RollupWriter:
 
 
 def _raw_cell(point: DataPoint) -> tuple[int, bytes, bytes]:
+    """A pre-aggregate in raw-point layout; floats 8 bytes wide, as 2.4's HTTP path."""
     from app.storage import codec
 
-    return codec.point_cell(point.timestamp, point.value)
+    flags, raw = codec_rollup.encode_aggregate_value(point.value, wide_floats=True)
+    return codec.base_time_s(point.timestamp), codec.build_qualifier(point.timestamp,
+                                                                     flags), raw
 
 
 # --- computing rollups from raw data ------------------------------------------------------
@@ -164,6 +168,7 @@ class RollupStats:
     points_read: int = 0
     cells_written: int = 0
     spans: list[str] = field(default_factory=list)
+    held_by_other: bool = False  # a background pass skipped: another process holds the lease
 
 
 def bucket_starts(ts_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
@@ -208,7 +213,8 @@ def rollup_cells(series: Series, interval: RollupInterval, ids: Mapping[str, int
             continue
         bases = row_base_times(stamps, interval)
         qualifiers, raws = codec_rollup.encode_rollup_cells(
-            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals)
+            stamps, bases, values, ints, agg_id, interval.interval_s, interval.intervals,
+            wide_floats=True)
         keys = {base: head + base.to_bytes(4, "big") + tail for base in set(bases.tolist())}
         for base, qualifier, raw in zip(bases.tolist(), qualifiers, raws):
             rows.setdefault(keys[base], {})[b"t:" + qualifier] = raw
@@ -277,26 +283,38 @@ class RollupPass:
     """Rolls up hours as they close, like the compaction queue (pytsd; 2.4 needs a job).
 
     Each pass rolls up ``[done_until, horizon)`` (the horizon the planner reads rollups
-    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric. The first pass
-    starts at the hour before the horizon; hours that closed while no server ran are for
-    ``pytsd rollup``. The cells are deterministic, so two processes rolling up the same hour
-    write the same bytes.
+    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric, and only in the
+    process holding the :class:`~app.tsdb.rollup_lease.RollupLease`: every worker of every
+    pytsd process on the store runs this, one of them does the work. ``done_until`` is kept
+    in the lease, so whoever holds it next carries on from there (at most
+    ``MAX_CATCH_UP_S`` back; older hours are for ``pytsd rollup``); the very first pass
+    starts at the hour before the horizon.
     """
 
-    def __init__(self, tsdb: TSDB) -> None:
+    MAX_CATCH_UP_S = DAY_S
+
+    def __init__(self, tsdb: TSDB, lease: RollupLease | None = None) -> None:
         self.tsdb = tsdb
-        self.done_until_s: int | None = None
+        # The lease outlives a missed pass or two; a holder that died is replaced after it.
+        self.lease = lease or RollupLease(
+            tsdb, lease_s=3 * tsdb.config["tsd.rollups.compute.interval_s"])
 
     def run_once(self, now_s: float | None = None) -> RollupStats:
         from app.tsdb.planner import rollup_horizon_ms
 
+        now = time.time() if now_s is None else now_s
         lag_s = self.tsdb.config["tsd.rollups.compute.lag_s"]
-        horizon_s = rollup_horizon_ms(lag_s, now_s) // 1000
-        start_s = horizon_s - 3600 if self.done_until_s is None else self.done_until_s
+        horizon_s = rollup_horizon_ms(lag_s, now) // 1000
+        state = self.lease.acquire(now)
+        if state is None:
+            return RollupStats(held_by_other=True)
+        done = state.done_until_s
+        start_s = horizon_s - 3600 if done is None else max(done,
+                                                            horizon_s - self.MAX_CATCH_UP_S)
         if start_s >= horizon_s:
             return RollupStats()
         stats = compute_rollups(self.tsdb, start_s, horizon_s, widen_start=True)
-        self.done_until_s = horizon_s
+        self.lease.record(state, horizon_s)
         return stats
 
 

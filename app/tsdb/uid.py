@@ -46,6 +46,15 @@ def validate_name(what: str, name: str, special_chars: str = "") -> None:
             raise BadRequestError(f'Invalid {what} ("{echo(name)}"): illegal character: {char}')
 
 
+def check_row_key_size(kind: str, name: str) -> None:
+    """A name is the row key of its forward mapping: HBase refuses keys over 32,767 bytes
+    (an error mid-assignment, after MAXID moved), so such a name is a 400 beforehand."""
+    size = len(name.encode("utf-8"))
+    if size > MAX_ROW_KEY_BYTES:
+        raise BadRequestError(f'Invalid {kind} name ("{echo(name)}"): {size} bytes, more than '
+                              f"the {MAX_ROW_KEY_BYTES} a UID table row key can hold")
+
+
 AssignFilter = Callable[[str, str, "str | None", "Mapping[str, str] | None"], None]
 
 
@@ -140,6 +149,7 @@ class UniqueId:
         uid = self.find_id(name)
         if uid is not None:
             return uid
+        check_row_key_size(self.kind, name)
         if self.assign_filter is not None:
             self.assign_filter(self.kind, name, metric, tags)
         with self._lock:

@@ -9,76 +9,36 @@ fresh context per test (UTC, a fixed viewport) whose console errors fail the tes
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import pytest
-import requests
 
-from tests.e2e.tsd_process import free_port, stop_process_group
+from tests.e2e.tsd_process import demo_store_in, gunicorn_server
 
 ROOT = Path(__file__).resolve().parents[2]
 CHROMIUM = Path(os.environ.get("TSD_TEST_CHROMIUM", "/usr/bin/chromium"))
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                  "--disable-component-update", "--disable-sync", "--no-first-run"]
 ARTIFACTS = ROOT / "test-artifacts"
-START_TIMEOUT_S = 30.0
-
-
-def wait_until_responds(url: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"gunicorn exited with {process.returncode}:\n{log.read_text()}")
-        try:
-            if requests.get(url, timeout=5).status_code == 200:
-                return
-        except requests.RequestException:  # not listening yet, or still booting
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"gunicorn did not answer {url} in {START_TIMEOUT_S} s:\n"
-                       f"{log.read_text()}")
 
 
 @pytest.fixture(scope="session")
 def demo_store(tmp_path_factory: pytest.TempPathFactory) -> str:
     """``tsd.storage`` URL of a SQLite store holding the demo data set (a day ending now)."""
-    from app.tsdb.demo import load_demo
-    from tests.conftest import make_tsdb
-
-    url = f"sqlite:///{tmp_path_factory.mktemp('e2e') / 'demo.db'}"
-    tsdb = make_tsdb({"tsd.storage": url, "tsd.core.auto_create_metrics": True})
-    load_demo(tsdb)
-    tsdb.close()
-    return url
+    return demo_store_in(tmp_path_factory.mktemp("e2e"))
 
 
 @contextmanager
 def serve(store_url: str, log_dir: Path, extra_env: dict[str, str] | None = None
           ) -> Iterator[str]:
     """Run gunicorn (2 workers) over ``store_url`` on a free port; yield its base URL."""
-    port = free_port()
-    log = log_dir / "gunicorn.log"
-    env = {**os.environ, "TSD_STORAGE": store_url, "GUNICORN_CMD_ARGS": "",
-           "TSD_CORE_AUTO_CREATE_METRICS": "true",
-           "PYTHONPATH": str(ROOT), **(extra_env or {})}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "wsgi:application", "--config",
-             str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", "--workers", "2",
-             "--access-logfile", "-"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_responds(f"{base_url}/", process, log)
-        yield base_url
-    finally:
-        stop_process_group(process)
+    env = {"TSD_STORAGE": store_url, "TSD_CORE_AUTO_CREATE_METRICS": "true", **(extra_env or {})}
+    with gunicorn_server(env, log_dir / "gunicorn.log", args=("--access-logfile", "-"),
+                         path="/") as tsd:
+        yield tsd.url
 
 
 @pytest.fixture(scope="session")

@@ -7,17 +7,14 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import requests
 
 from plugin.credentials import CredentialsFile
-from tests.e2e.conftest import ROOT, START_TIMEOUT_S, free_port
-from tests.e2e.tsd_process import stop_process_group
+from tests.e2e.tsd_process import ROOT, gunicorn_server
 
 T0 = 1_600_000_000
 PASSWORD = "browser-pass"
@@ -37,39 +34,13 @@ def auth_server(demo_store: str, tmp_path_factory: pytest.TempPathFactory
     creds = CredentialsFile(auth_file)
     tokens = {role: creds.add_token(role) for role in ("read", "write")}
     creds.add_user("viewer", PASSWORD, "write")
-    port = free_port()
-    env = {**os.environ, "TSD_STORAGE": demo_store, "GUNICORN_CMD_ARGS": "",
-           "TSD_CORE_AUTO_CREATE_METRICS": "true", "PYTHONPATH": str(ROOT),
+    env = {"TSD_STORAGE": demo_store, "TSD_CORE_AUTO_CREATE_METRICS": "true",
            "TSD_CORE_AUTHENTICATION_ENABLE": "true",
            "TSD_CORE_AUTHENTICATION_FILE": str(auth_file)}
-    log = folder / "gunicorn.log"
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "wsgi:application", "--config",
-             str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", "--workers", "2"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    try:
-        wait_for(url, tokens["read"], process, log)
-        yield {"url": url, "tokens": tokens, "env": env}
-    finally:
-        stop_process_group(process)
-
-
-def wait_for(url: str, token: str, process: subprocess.Popen[bytes], log: Path) -> None:
-    deadline = time.monotonic() + START_TIMEOUT_S
-    while time.monotonic() < deadline:
-        if process.poll() is not None:
-            raise RuntimeError(f"gunicorn exited:\n{log.read_text()}")
-        try:
-            response = requests.get(f"{url}/api/version", timeout=5,
-                                    headers={"Authorization": f"Bearer {token}"})
-            if response.status_code == 200:
-                return
-        except requests.RequestException:
-            pass
-        time.sleep(0.2)
-    raise RuntimeError(f"gunicorn did not start:\n{log.read_text()}")
+    with gunicorn_server(env, folder / "gunicorn.log",
+                         headers={"Authorization": f"Bearer {tokens['read']}"}) as tsd:
+        yield {"url": tsd.url, "tokens": tokens, "env": {**os.environ, "PYTHONPATH": str(ROOT),
+                                                          **env}}
 
 
 def test_anonymous_requests_get_nothing(auth_server: dict[str, Any]) -> None:

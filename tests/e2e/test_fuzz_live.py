@@ -7,8 +7,6 @@ pathological regexps, a gzip bomb, deep JSON) each answer within a second with n
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import threading
 import time
 import urllib.parse
@@ -22,8 +20,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, seed, settings
 from schemathesis import GenerationMode
 
-from tests.e2e.conftest import ROOT, free_port, wait_until_responds
-from tests.e2e.tsd_process import stop_process_group
+from tests.e2e.tsd_process import gunicorn_server
 from tests.fuzzing import (
     OPENAPI,
     REQUESTS_PER_EXAMPLE,
@@ -53,24 +50,12 @@ def fuzz_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
     assert not any(PointWriter(tsdb).write([DataPoint(*p) for p in long_seconds()]))
     tsdb.close()
-    port = free_port()
-    log = folder / "gunicorn.log"
-    env = {**os.environ, "TSD_STORAGE": url, "GUNICORN_CMD_ARGS": "", "PYTHONPATH": str(ROOT),
-           "TSD_CORE_AUTO_CREATE_METRICS": "true", "TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL",
-           "GUNICORN_ACCESSLOG": "/dev/null",
+    env = {"TSD_STORAGE": url, "TSD_CORE_AUTO_CREATE_METRICS": "true",
+           "TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL", "GUNICORN_ACCESSLOG": "/dev/null",
            "TSD_CORE_HISTOGRAMS_CONFIG": '{"net.opentsdb.core.SimpleHistogramDecoder": 0}'}
-    with log.open("wb") as out:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "gunicorn", "wsgi:application", "--config",
-             str(ROOT / "gunicorn.conf.py"), "--bind", f"127.0.0.1:{port}", "--workers", "2"],
-            cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
-    base_url = f"http://127.0.0.1:{port}"
-    try:
-        wait_until_responds(f"{base_url}/api/version", process, log)
-        MASTER_PID[base_url] = process.pid
-        yield base_url
-    finally:
-        stop_process_group(process)
+    with gunicorn_server(env, folder / "gunicorn.log") as tsd:
+        MASTER_PID[tsd.url] = tsd.process.pid
+        yield tsd.url
 
 
 MASTER_PID: dict[str, int] = {}

@@ -71,6 +71,13 @@ def test_cells_encode_values_as_raw_points_do() -> None:
                                                       struct.pack(">d", 0.1))
 
 
+def test_wide_floats_are_always_doubles() -> None:
+    # 2.4's HTTP /api/rollup: `fitsInFloat ? float : double` is a double, so 1.5 takes 8 bytes
+    assert rollup_cell(TOP, TOP, 1.5, 2, 600, 6, wide_floats=True) == (
+        b"\x02\x00\x0f", struct.pack(">d", 1.5))
+    assert rollup_cell(TOP, TOP, 42, 2, 600, 6, wide_floats=True) == (b"\x02\x00\x00", b"*")
+
+
 def test_decode_inverts_encode() -> None:
     qualifier, value = rollup_cell(MID, TOP, -7, 5, 60, 60)
     cell = decode_rollup_cell(qualifier, value, TOP, 60)
@@ -103,8 +110,10 @@ def test_vectorised_cells_equal_one_by_one(points: list[tuple[int, int | float]]
     longs = [v for _, v in points]
     # integers must be exact in a double for the vectorised path (the caller ensures it)
     as_int &= np.abs(values) < 2.0**53
-    qualifiers, raws = encode_rollup_cells(stamps, np.full(stamps.size, TOP), values, as_int,
-                                           3, 60, 60)
-    for i, (qualifier, raw) in enumerate(zip(qualifiers, raws)):
-        number = int(longs[i]) if as_int[i] else float(values[i])
-        assert (qualifier, raw) == rollup_cell(int(stamps[i]), TOP, number, 3, 60, 60)
+    for wide in (False, True):
+        qualifiers, raws = encode_rollup_cells(stamps, np.full(stamps.size, TOP), values,
+                                               as_int, 3, 60, 60, wide_floats=wide)
+        for i, (qualifier, raw) in enumerate(zip(qualifiers, raws)):
+            number = int(longs[i]) if as_int[i] else float(values[i])
+            assert (qualifier, raw) == rollup_cell(int(stamps[i]), TOP, number, 3, 60, 60,
+                                                   wide_floats=wide)
