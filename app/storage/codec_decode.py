@@ -277,7 +277,8 @@ def _decode_values(part: _Part) -> tuple[npt.NDArray[np.float64], npt.NDArray[np
             values = bits.view(np.float64)  # right for the 8-byte floats, in place
             floats = np.flatnonzero(flags == _FLOAT4)
         else:
-            values = bits.view(np.float32).astype(np.float64)
+            with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly, as in Java
+                values = bits.view(np.float32).astype(np.float64)
             floats = np.empty(0, dtype=np.int64)
         values[ints] = small
     if floats.size:
@@ -323,7 +324,8 @@ def _sign_extend(bits: npt.NDArray[np.signedinteger], flags: UInt8s,
 def _float_bits(bits: npt.NDArray[np.signedinteger], flags: UInt8s) -> npt.NDArray[np.float64]:
     """Windows of float32 (low half) or float64 values as float64, widening exactly."""
     if bits.dtype.itemsize == 4:
-        return bits.view(np.float32).astype(np.float64)
+        with np.errstate(invalid="ignore"):
+            return bits.view(np.float32).astype(np.float64)
     single = (bits & 0xFFFFFFFF).astype(np.uint32).view(np.float32)
     with np.errstate(invalid="ignore"):  # a signalling NaN widens quietly, as in Java
         return np.where(flags == _FLOAT4, single, bits.view(np.float64))

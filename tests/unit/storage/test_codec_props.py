@@ -298,3 +298,13 @@ def test_row_key_round_trip(case: tuple[RowKeyLayout, bytes, int, list[tuple[byt
     assert parts.salt in layout.salt_prefixes()
     start, stop = layout.metric_scan_range(parts.salt, metric, base, base)
     assert start <= key < stop
+
+
+def test_an_int_whose_bits_are_a_float_nan_decodes_beside_floats() -> None:
+    # 0x7F800001 read as a float32 is a signalling NaN; among mostly-float cells the decoder
+    # reads all windows as floats first, which must neither warn nor leak into the int.
+    base = 1356998400
+    pts: list[Point] = [(base, 1.5), (base + 1, 2.5), (base + 2, 0x7F800001)]
+    row = decode_row(base, [compact_cells(single_cells(pts))])
+    assert observed(row) == [(base * 1000, 1.5, False), ((base + 1) * 1000, 2.5, False),
+                             ((base + 2) * 1000, 2139095041.0, True)]
