@@ -54,8 +54,13 @@ def test_group_by_duplicate_of_filter_sets_group_by() -> None:
 
 
 def test_unknown_modifiers_are_ignored() -> None:
-    assert parse_m("sum:foo:show-histogram-buckets:sys.cpu.0", 0) == \
-        SubQuery("sum", metric="sys.cpu.0")
+    assert parse_m("sum:foo:sys.cpu.0", 0) == SubQuery("sum", metric="sys.cpu.0")
+
+
+def test_histogram_modifiers() -> None:
+    assert parse_m("sum:show-histogram-buckets:percentiles[99.9, 50]:sys.cpu.0", 0) == \
+        SubQuery("sum", metric="sys.cpu.0", percentiles=(50.0, 99.9),
+                 show_histogram_buckets=True)
 
 
 def test_rollup_modifiers() -> None:
