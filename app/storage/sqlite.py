@@ -27,6 +27,9 @@ CREATE TABLE IF NOT EXISTS cells (
     value BLOB NOT NULL, ts INTEGER NOT NULL,
     PRIMARY KEY (tbl, row, family, qualifier)
 ) WITHOUT ROWID;
+-- The hour cache reads each row's stamp (cells, newest write time) from here, not from the
+-- cells: their values overflow into other pages, which a read of ts would walk.
+CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
 """
 BUSY_TIMEOUT_S = 30.0
 

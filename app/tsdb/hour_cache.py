@@ -21,6 +21,7 @@ import threading
 import time
 import weakref
 from collections import OrderedDict
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -39,16 +40,31 @@ SETTLED_MS = 5_000
 ENTRY_OVERHEAD_BYTES = 200
 
 
+class Block:
+    """Arrays several entries are views of (one series' rows of one read): their bytes are
+    counted while any of those entries is kept, and freed with the last one."""
+
+    __slots__ = ("nbytes", "rows")
+
+    def __init__(self, decoded: DecodedRow) -> None:
+        self.nbytes = decoded.ts_ms.nbytes + decoded.values.nbytes + decoded.is_int.nbytes
+        self.rows = 0
+
+
 @dataclass(frozen=True, eq=False)
 class CachedRow:
     """The decoded data points of one hour row, and what the row weighed in storage."""
 
     stamp: Stamp
-    decoded: DecodedRow
+    decoded: DecodedRow  # views of ``block``'s arrays when there is one
     stored_bytes: int
+    block: Block | None = None
 
     @property
     def nbytes(self) -> int:
+        """Bytes of the entry itself (a block is counted once, beside its entries)."""
+        if self.block is not None:
+            return ENTRY_OVERHEAD_BYTES
         d = self.decoded
         return d.ts_ms.nbytes + d.values.nbytes + d.is_int.nbytes + ENTRY_OVERHEAD_BYTES
 
@@ -90,16 +106,43 @@ class HourCache:
             self.stats.hits += 1
             return entry
 
-    def put(self, table: str, key: bytes, entry: CachedRow) -> None:
-        size = entry.nbytes
-        if size > self.max_bytes:
-            return
+    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int]]
+               ) -> list[CachedRow | None]:
+        """:meth:`get` for many ``(key, cells, newest)`` rows under one lock."""
+        out: list[CachedRow | None] = []
+        found = 0
         with self._lock:
-            if (table, key) in self._entries:
-                self._drop((table, key))
-            self._entries[(table, key)] = entry
-            self.bytes += size
-            while self.bytes > self.max_bytes:
+            entries = self._entries
+            for key, cells, newest in stamped:
+                slot = (table, key)
+                entry = entries.get(slot)
+                if entry is not None and entry.stamp[0] == cells and entry.stamp[1] == newest:
+                    entries.move_to_end(slot)
+                    found += 1
+                elif entry is not None:
+                    self.stats.stale += 1
+                    self._drop(slot)
+                    entry = None
+                out.append(entry)
+            self.stats.hits += found
+            self.stats.misses += len(out) - found
+        return out
+
+    def put(self, table: str, key: bytes, entry: CachedRow) -> None:
+        self.put_many(table, [(key, entry)])
+
+    def put_many(self, table: str, entries: Sequence[tuple[bytes, CachedRow]]) -> None:
+        with self._lock:
+            for key, entry in entries:
+                if (table, key) in self._entries:
+                    self._drop((table, key))
+                self._entries[(table, key)] = entry
+                self.bytes += entry.nbytes
+                if entry.block is not None:
+                    if entry.block.rows == 0:
+                        self.bytes += entry.block.nbytes
+                    entry.block.rows += 1
+            while self.bytes > self.max_bytes and self._entries:
                 oldest = next(iter(self._entries))
                 self._drop(oldest)
                 self.stats.evictions += 1
@@ -110,7 +153,12 @@ class HourCache:
             self.bytes = 0
 
     def _drop(self, slot: tuple[str, bytes]) -> None:
-        self.bytes -= self._entries.pop(slot).nbytes
+        entry = self._entries.pop(slot)
+        self.bytes -= entry.nbytes
+        if entry.block is not None:
+            entry.block.rows -= 1
+            if entry.block.rows == 0:
+                self.bytes -= entry.block.nbytes
 
 
 def clock_ms() -> int:

@@ -51,6 +51,7 @@ MAX_NARROWED_HOURS = 24 * 8
 # Rows fetched between checks of the byte limit and the deadline.
 CHECK_EVERY_ROWS = 256
 DATA_PREFIX = b"t:"
+STAMP_CHECK_EVERY_ROWS = 64 * CHECK_EVERY_ROWS
 
 
 def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
@@ -101,6 +102,7 @@ class SeriesReader:
         self._cache: HourCache | None = None  # when this read goes through the hour cache
         self._cache_table = ""
         self._stamps: dict[bytes, Stamp] = {}  # of the rows read from storage, to keep them
+        self._weights: dict[bytes, int] = {}  # their stored bytes
 
     # Whether this reader's rows are raw data rows the hour cache may keep.
     cacheable = True
@@ -205,18 +207,21 @@ class SeriesReader:
                      keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, StoredRow]]:
         """Rows whose stamp (read first, without values) matches a kept decode come from the
         cache; the others from storage, remembering the stamp they had (see hour_cache)."""
+        stamped = []
+        for start, stop in ranges:
+            for row in table.scan_stamps(start, stop, "t"):
+                stamped.append(row)
+                if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:  # stamps are cheap: check less
+                    self.deadline.check(self._sub.index)
+        if keep is not None:
+            stamped = [row for row in stamped if keep(row[0])]
         hits: list[tuple[bytes, CachedRow]] = []
         stamps: dict[bytes, Stamp] = {}
-        for start, stop in ranges:
-            for key, cells, newest in table.scan_stamps(start, stop, "t"):
-                if keep is not None and not keep(key):
-                    continue
-                entry = cache.get(table.name, key, (cells, newest))
-                if entry is None:
-                    stamps[key] = (cells, newest)
-                else:
-                    hits.append((key, entry))
-        self.deadline.check(self._sub.index)
+        for (key, cells, newest), entry in zip(stamped, cache.lookup(table.name, stamped)):
+            if entry is None:
+                stamps[key] = (cells, newest)
+            else:
+                hits.append((key, entry))
         self._stamps = stamps
         yield from hits
         if not stamps:
@@ -274,8 +279,13 @@ class SeriesReader:
         try:
             for key, cells in rows:
                 stats.rows += 1
-                stats.bytes += (cells.stored_bytes if isinstance(cells, CachedRow)
-                                else _stored_bytes(key, cells))
+                if isinstance(cells, CachedRow):
+                    stats.bytes += cells.stored_bytes
+                else:
+                    weight = _stored_bytes(key, cells)
+                    stats.bytes += weight
+                    if self._cache is not None:
+                        self._weights[key] = weight
                 if stats.rows % CHECK_EVERY_ROWS == 0:
                     self.limits.check_read(self._sub, stats.points, stats.bytes)
                     self.deadline.check(self._sub.index)
@@ -366,63 +376,92 @@ class SeriesReader:
         return out
 
     def _decode_via_cache(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
-        """Each row's points from the cache or one vectorised pass over the others (cut per
-        row, so each closed row's decode can be kept), joined per series."""
+        """Each row's points from the cache or one vectorised pass over the others, joined
+        per series; the closed rows read from storage are then kept."""
         rows = [row for group in groups for row in group.rows]
         decoded = [cells.decoded if isinstance(cells, CachedRow) else None for _, cells in rows]
         fresh = [i for i, d in enumerate(decoded) if d is None]
         stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
-        for i, part in zip(fresh, self._decode_fresh(stored), strict=True):
+        parts, merged, refused = self._decode_fresh(stored)
+        for i, part in zip(fresh, parts, strict=True):
             decoded[i] = part
-        out = []
-        at = 0
-        for group in groups:
-            parts = [d for d in decoded[at:at + len(group.rows)] if d is not None and len(d)]
-            at += len(group.rows)
-            out.append(_joined(parts))
+        sizes = [len(group.rows) for group in groups]
+        if merged is not None and len(fresh) == len(rows):
+            out = _sliced(merged, parts, sizes)  # a cold pass: the series lie in order
+        else:
+            out = _joined(decoded, sizes)
+        keep = {i for j, i in enumerate(fresh) if j not in refused}
+        if keep:
+            self._keep_rows(groups, rows, decoded, out, keep)
         return out
 
-    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]) -> list[codec.DecodedRow]:
-        """Rows read from storage, decoded in one pass and cut per row; closed ones kept."""
+    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
+                      ) -> tuple[list[codec.DecodedRow], codec.DecodedRow | None, set[int]]:
+        """Rows read from storage decoded in one pass: each row's points (views of the
+        pass's arrays, returned too unless duplicates made rows decode one by one), and the
+        rows not to keep (integers beyond 2**53 need their cells again)."""
         if not rows:
-            return []
+            return [], None, set()
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
                  for j, (key, cells) in enumerate(rows)]
         merged = codec.decode_rows(batch)
-        if merged.has_duplicates:
-            parts = [self._decode_row(key, cells) for key, cells in rows]
-            big_rows: set[int] = set(range(len(rows)))  # rare: keep none of them
-        else:
-            shift_ms = SERIES_SHIFT_S * 1000
-            cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
-            counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
-            merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
-            bounds = cuts.tolist()
-            parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
-                     for a, b in zip([0, *bounds], [*bounds, merged.ts_ms.size])]
-            big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
-            big_rows = set(np.searchsorted(cuts, big, side="right").tolist())
-        self._keep_rows(rows, parts, big_rows)
-        return parts
+        if merged.has_duplicates:  # rare: decode row by row, keep none
+            return ([self._decode_row(key, cells) for key, cells in rows], None,
+                    set(range(len(rows))))
+        shift_ms = SERIES_SHIFT_S * 1000
+        cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
+        counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
+        merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
+        bounds = cuts.tolist()
+        parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
+                 for a, b in zip([0, *bounds], [*bounds, merged.ts_ms.size])]
+        big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
+        return parts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
-    def _keep_rows(self, rows: Sequence[tuple[bytes, Row]],
-                   parts: Sequence[codec.DecodedRow], skip: set[int]) -> None:
-        """Put the decodes of closed, settled rows into the cache (copies: a view would keep
-        the whole pass's arrays alive). Rows with notes or integers beyond 2**53 are not kept:
-        their cells are needed again."""
+    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
+                   decoded: Sequence[codec.DecodedRow | None], out: Sequence[codec.DecodedRow],
+                   candidates: set[int]) -> None:
+        """Keep the decodes of the closed, settled rows among ``candidates`` (not those with
+        notes: their cells are needed). Each series' kept rows are views of one copy of its
+        arrays (a view of the pass's arrays would keep the whole pass alive)."""
         cache = self._cache
         assert cache is not None
         now_ms = hour_cache.clock_ms()
-        for j, ((key, cells), part) in enumerate(zip(rows, parts)):
-            stamp = self._stamps.get(key)
-            if stamp is None or j in skip:
+        at = 0
+        for group, series in zip(groups, out, strict=True):
+            span = range(at, at + len(group.rows))
+            at += len(group.rows)
+            wanted = [i for i in span if i in candidates and self._keepable(rows[i], now_ms)]
+            if not wanted:
                 continue
-            if not keepable(self._base_time(key), self.row_span_s, stamp, now_ms):
-                continue
-            if any(codec.is_annotation_qualifier(column[2:]) for column in cells):
-                continue
-            kept = codec.DecodedRow(part.ts_ms.copy(), part.values.copy(), part.is_int.copy())
-            cache.put(self._cache_table, key, CachedRow(stamp, kept, _stored_bytes(key, cells)))
+            block = codec.DecodedRow(series.ts_ms.copy(), series.values.copy(),
+                                     series.is_int.copy())
+            owner = hour_cache.Block(block)
+            ends = np.cumsum([len(d) if d is not None else 0 for d in decoded[span.start:
+                                                                              span.stop]])
+            entries = []
+            for i in wanted:
+                b = int(ends[i - span.start])
+                a = b - len(decoded[i] or ())
+                view = codec.DecodedRow(block.ts_ms[a:b], block.values[a:b], block.is_int[a:b])
+                part = decoded[i]
+                if part is None or (a < b and (view.ts_ms[0] != part.ts_ms[0]
+                                               or view.ts_ms[-1] != part.ts_ms[-1])):
+                    continue  # the series was sorted, its rows interleave (not expected)
+                entries.append((rows[i][0], CachedRow(self._stamps[rows[i][0]], view,
+                                                      self._weights[rows[i][0]], owner)))
+            cache.put_many(self._cache_table, entries)
+
+    def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
+        key, cells = row
+        stamp = self._stamps.get(key)
+        if stamp is None or isinstance(cells, CachedRow):
+            return False
+        if not keepable(self._base_time(key), self.row_span_s, stamp, now_ms):
+            return False
+        # A note's qualifier is 3 or 5 bytes: only odd columns need the closer look.
+        return not any(len(column) & 1 and codec.is_annotation_qualifier(column[2:])
+                       for column in cells)
 
     def _decode_one(self, group: _SeriesRows) -> codec.DecodedRow:
         """One series, re-reading write times for rows with duplicate timestamps."""
@@ -536,20 +575,42 @@ def _stored_bytes(key: bytes, cells: Row) -> int:
     return len(key) * len(cells) + sum(map(len, cells)) + sum(map(len, cells.values()))
 
 
-def _joined(parts: Sequence[codec.DecodedRow]) -> codec.DecodedRow:
-    """One series' rows (each ascending, non-empty) as one ascending run."""
-    if len(parts) == 1:
-        return parts[0]
-    if not parts:
-        return codec.DecodedRow(np.empty(0, np.int64), np.empty(0, np.float64),
-                                np.empty(0, np.bool_))
+def _sliced(merged: codec.DecodedRow, parts: Sequence[codec.DecodedRow],
+            rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
+    """Series out of one decode pass whose rows lie series after series, in time order."""
+    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
+    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist()
+    return [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
+            for a, b in zip([0, *series_end], series_end)]
+
+
+def _joined(rows: Sequence[codec.DecodedRow | None],
+            rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
+    """Consecutive rows (each ascending) joined per series: one copy for the whole pass,
+    each series a slice of it."""
+    parts = [row for row in rows if row is not None]
+    assert len(parts) == len(rows)
     ts_ms = np.concatenate([p.ts_ms for p in parts])
     values = np.concatenate([p.values for p in parts])
     is_int = np.concatenate([p.is_int for p in parts])
-    if all(int(a.ts_ms[-1]) < int(b.ts_ms[0]) for a, b in zip(parts, parts[1:])):
-        return codec.DecodedRow(ts_ms, values, is_int)
-    order = np.argsort(ts_ms, kind="stable")  # not expected: rows of a series do not overlap
-    return codec.DecodedRow(ts_ms[order], values[order], is_int[order])
+    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
+    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist() if parts else []
+    # Rows of a series do not overlap in time; a row that starts before the previous one
+    # of its series ends (not expected) sorts that series.
+    row_start = row_end - [p.ts_ms.size for p in parts]
+    nonempty = row_end > row_start
+    firsts, lasts = ts_ms[row_start[nonempty]], ts_ms[row_end[nonempty] - 1]
+    series_of = np.searchsorted(series_end, row_end[nonempty], side="left")
+    overlap = (lasts[:-1] >= firsts[1:]) & (series_of[:-1] == series_of[1:])
+    unsorted = set(series_of[1:][overlap].tolist())
+    out = []
+    for j, (a, b) in enumerate(zip([0, *series_end], series_end)):
+        if j in unsorted:
+            order = a + np.argsort(ts_ms[a:b], kind="stable")
+            out.append(codec.DecodedRow(ts_ms[order], values[order], is_int[order]))
+        else:
+            out.append(codec.DecodedRow(ts_ms[a:b], values[a:b], is_int[a:b]))
+    return out
 
 
 def _data_cells(cells: Row) -> list[tuple[bytes, bytes]]:
