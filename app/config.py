@@ -157,6 +157,13 @@ SETTINGS: dict[str, Setting] = {
     "tsd.query.last.max_back_scan": Setting(
         8760, int, "pytsd: largest `back_scan` (hours) `/api/query/last` accepts."
     ),
+    "tsd.query.cache.max_bytes": Setting(
+        256 << 20, int,
+        "pytsd: bytes of decoded closed-hour rows each process keeps between queries (0 = "
+        "off). Entries are checked against the row's cell count and newest write time in "
+        "storage on every read, so writes by other processes invalidate them; see "
+        "docs/cache.md.",
+    ),
     "tsd.search.lookup.default_limit": Setting(
         25, int, "pytsd: series `/api/search/lookup` returns when `limit` is 0 or absent."
     ),

@@ -2,7 +2,7 @@
 
 Queries go through the whole stack (Flask test client: parse, scan, decode, engine, JSON) on
 the embedded store. Prints p50/p95 latency, raw points scanned per second and peak memory
-per point scanned.
+per point scanned, with the hour cache cold (emptied before each run) and warm.
 """
 
 from __future__ import annotations
@@ -10,14 +10,17 @@ from __future__ import annotations
 import sys
 import time
 import tracemalloc
+from collections.abc import Callable
 
 import numpy as np
 from common import percentiles_ms, temp_storage_url
+from flask.testing import FlaskClient
 
 from app import create_app
 from app.config import load_config
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB
+from app.tsdb.hour_cache import SETTLED_MS, cache_for
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
 
@@ -62,25 +65,42 @@ def main(config: dict[str, object] | None = None) -> None:
           f"{time.perf_counter() - started:.1f}s")
     app = create_app(config)
     client = app.test_client()
+    cache = cache_for(app.extensions["tsdb"])
+    assert cache is not None
+    off = create_app({**config, "tsd.query.cache.max_bytes": 0}).test_client()
+    time.sleep(SETTLED_MS / 1000)  # the rows just written settle: the cache may keep them
     for name, m, _ in QUERIES:
         url = f"/api/query?start={START_S}&end={END_S - 1}&m={m}"
         client.get(url)  # warm the UID caches
-        samples, points = [], 0
-        for _ in range(RUNS):
-            begin = time.perf_counter()
-            response = client.get(url + "&show_summary")
-            samples.append(time.perf_counter() - begin)
-            assert response.status_code == 200, response.get_data(as_text=True)[:300]
-            points = response.get_json()[-1]["statsSummary"]["queryIdx_00"]["dpsRead"]
-        tracemalloc.start()
-        client.get(url)
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-        best = min(samples)
-        print(f"{name:48} {percentiles_ms(samples)}; {points:,} points read, "
-              f"{points / best:,.0f} points/s (best run); peak {peak / 2**20:.0f} MiB "
-              f"= {peak / max(points, 1):.1f} bytes/point")
+        off.get(url)
+        run_query(off, url, f"{name} [cache off]", None)
+        run_query(client, url, f"{name} [cold]", cache.clear)
+        run_query(client, url, f"{name} [warm]", None)
 
+
+def run_query(client: FlaskClient, url: str, name: str,
+              before: Callable[[], None] | None) -> None:
+    """RUNS timed runs (``before`` each one), then one traced for peak memory."""
+    samples, cpu, points = [], [], 0
+    for _ in range(RUNS):
+        if before is not None:
+            before()
+        begin, begin_cpu = time.perf_counter(), time.process_time()
+        response = client.get(url + "&show_summary")
+        samples.append(time.perf_counter() - begin)
+        cpu.append(time.process_time() - begin_cpu)
+        assert response.status_code == 200, response.get_data(as_text=True)[:300]
+        points = response.get_json()[-1]["statsSummary"]["queryIdx_00"]["dpsRead"]
+    if before is not None:
+        before()
+    tracemalloc.start()
+    client.get(url)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    best = min(samples)
+    print(f"{name:56} {percentiles_ms(samples)}; {points:,} points read, "
+          f"{points / best:,.0f} points/s (best run), {points / min(cpu):,.0f} per CPU s; "
+          f"peak {peak / 2**20:.0f} MiB = {peak / max(points, 1):.1f} bytes/point")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -47,7 +47,7 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
-from app.storage.hbase_scan import Scanner
+from app.storage.hbase_scan import Scanner, row_stamp
 
 log = logging.getLogger(__name__)
 
@@ -298,6 +298,15 @@ class HBaseTable:
         scanner = Scanner(self, row_start or b"", row_stop, list(columns or ()), max_rows,
                            b"KeyOnlyFilter()" if keys_only else None)
         return scanner.rows(limit)
+
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
+                    family: str) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
+        values left on the region servers (KeyOnlyFilter keeps the cell timestamps)."""
+        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+                          b"KeyOnlyFilter()", shape=row_stamp)
+        rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
+        return rows
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int:

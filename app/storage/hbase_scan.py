@@ -12,7 +12,7 @@ and a call should move megabytes, not hundreds of them.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, Protocol
 
 from app.errors import StorageError, StorageUnavailableError
@@ -38,11 +38,25 @@ class ScannerCalls(Protocol):
     def close_scanner(self, scanner_id: int) -> None: ...
 
 
+def row_cells(result: Any) -> tuple[bytes, Row]:
+    """A Thrift ``TRowResult`` as ``(row_key, {column: value})``."""
+    return result.row, {col.columnName: col.cell.value for col in result.sortedColumns}
+
+
+def row_stamp(result: Any) -> tuple[bytes, int, int]:
+    """A Thrift ``TRowResult`` as ``(row_key, cells, newest write time in ms)``."""
+    cells = result.sortedColumns
+    return result.row, len(cells), max(col.cell.timestamp for col in cells)
+
+
 class Scanner:
-    """One scan of ``[start, stop)``; :meth:`rows` yields ``(row_key, cells)``."""
+    """One scan of ``[start, stop)``; :meth:`rows` yields ``shape(result)`` per row,
+    ``(row_key, cells)`` by default."""
 
     def __init__(self, table: ScannerCalls, start: bytes, stop: bytes | None,
-                 columns: list[bytes], max_rows: int, filter_string: bytes | None) -> None:
+                 columns: list[bytes], max_rows: int, filter_string: bytes | None,
+                 shape: Callable[[Any], Any] = row_cells) -> None:
+        self.shape = shape
         self.table = table
         self.start = start
         self.stop = stop
@@ -76,7 +90,7 @@ class Scanner:
         rows_in_budget = SCAN_CALL_CELLS * len(results) // max(cells, 1)
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
-    def rows(self, limit: int | None = None) -> Iterator[tuple[bytes, Row]]:
+    def rows(self, limit: int | None = None) -> Iterator[Any]:
         scanner_id = self._open(self.start)
         reachable = True
         resume = self.start
@@ -85,9 +99,7 @@ class Scanner:
             while remaining is None or remaining > 0:
                 count = self.per_call if remaining is None else min(self.per_call, remaining)
                 scanner_id, results = self._next(scanner_id, count, resume)
-                for result in results:
-                    yield result.row, {col.columnName: col.cell.value
-                                       for col in result.sortedColumns}
+                yield from map(self.shape, results)
                 if len(results) < count:
                     return  # a short batch is the end of the range
                 resume = results[-1].row + b"\x00"  # the smallest key after the last

@@ -68,6 +68,7 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
         return _run_histogram_sub(tsdb, query, sub, outcome, deadline)
     started = time.perf_counter()
     reader = SeriesReader(tsdb, query_limits(tsdb.config), deadline)
+    reader.use_cache = not query.delete  # deleting needs the stored cells
     series = reader.read(sub, query.start_ms, query.end_ms)
     if query.delete:  # the API checked tsd.query.allow_delete and the caller's role
         from app.tsdb.delete import delete_points

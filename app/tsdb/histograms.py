@@ -284,6 +284,9 @@ def _cell(writer: PointWriter, point: HistogramPoint,
 class HistogramReader(SeriesReader):
     """Reads only the histogram cells of a sub-query's series (``TsdbQuery#findHistogramSpans``)."""
 
+    # It reads stored cells: the hour cache holds decoded numeric points only.
+    cacheable = False
+
     def read_histograms(self, sub: SubQuery, start_ms: int, end_ms: int
                         ) -> list[HistogramSeries]:
         self._sub = sub
@@ -297,6 +300,7 @@ class HistogramReader(SeriesReader):
             by_time: dict[int, SimpleHistogram] = {}
             for key, cells in group.rows:
                 base_s = self._base_time(key)
+                assert isinstance(cells, dict)  # stored cells: not cacheable (above)
                 for column, value in cells.items():
                     qualifier = column[len(DATA_PREFIX):]
                     if not column.startswith(DATA_PREFIX) or not is_histogram_qualifier(

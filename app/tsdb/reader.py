@@ -14,9 +14,10 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from operator import itemgetter
+from typing import Any, cast
 
 import numpy as np
 
@@ -29,8 +30,9 @@ from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
-from app.tsdb import TSDB
+from app.tsdb import TSDB, hour_cache
 from app.tsdb.annotations import query_note
+from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
 from app.tsdb.tsuid import parse_tsuid
 
@@ -49,6 +51,7 @@ MAX_NARROWED_HOURS = 24 * 8
 # Rows fetched between checks of the byte limit and the deadline.
 CHECK_EVERY_ROWS = 256
 DATA_PREFIX = b"t:"
+STAMP_CHECK_EVERY_ROWS = 64 * CHECK_EVERY_ROWS
 
 
 def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
@@ -58,11 +61,19 @@ def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[i
     return scan_start_ms // 1000, last_s - last_s % MAX_TIMESPAN_S
 
 
+# Cold reads (at least this share of the scanned rows missing from the cache) stream the
+# ranges' values; warmer ones fetch only the missing rows by key.
+COLD_SHARE = 4
+
+StoredRow = Row | CachedRow
+"""A row's cells as stored, or its decode kept by the hour cache."""
+
+
 @dataclass
 class _SeriesRows:
     row_order: bytes
     tag_uids: tuple[tuple[bytes, bytes], ...]
-    rows: list[tuple[bytes, Row]] = field(default_factory=list)
+    rows: list[tuple[bytes, StoredRow]] = field(default_factory=list)
 
 
 @dataclass
@@ -84,8 +95,17 @@ class SeriesReader:
         self.deadline = deadline
         self.stats = ReadStats()
         self.matched_rows: list[tuple[bytes, Row]] = []
+        # Off for a query that deletes what it matched (it needs every row's cells).
+        self.use_cache = True
         self._sub = SubQuery("none")
         self._buckets = 0
+        self._cache: HourCache | None = None  # when this read goes through the hour cache
+        self._cache_table = ""
+        self._stamps: dict[bytes, Stamp] = {}  # of the rows read from storage, to keep them
+        self._weights: dict[bytes, int] = {}  # their stored bytes
+
+    # Whether this reader's rows are raw data rows the hour cache may keep.
+    cacheable = True
 
     # Seconds between two row base times (rollup tables may use longer rows).
     row_span_s = MAX_TIMESPAN_S
@@ -162,16 +182,62 @@ class SeriesReader:
         exact = _exact_tag_sets(constraints) if explicit_tags and filters else None
         if exact is not None:
             rows = self._exact_rows(metric_uid, exact, first_s, last_s)
-        else:
-            rows = self._scan_rows(metric_uid, first_s, last_s, _narrowing(constraints))
-        return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
+            return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
+        keep = None
+        if constraints:
+            def keep(key: bytes) -> bool:
+                return _passes(self.layout, key, constraints)
+        return self._group(self._scan_rows(metric_uid, first_s, last_s,
+                                           _narrowing(constraints), keep))
 
     def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
-                   narrow: _UidConstraint | None) -> Iterator[tuple[bytes, Row]]:
+                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None
+                   ) -> Iterator[tuple[bytes, StoredRow]]:
+        """The rows of the scan range that ``keep`` keeps; through the hour cache when on."""
         ranges = [key_range for salt in self.layout.salt_prefixes()
                   for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
+        table = self.table()
+        cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
+        if cache is not None and hasattr(table, "scan_stamps"):
+            self._cache, self._cache_table = cache, table.name
+            yield from self._cached_rows(cache, table, ranges, keep)
+            return
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
-        yield from scan_ranges(self.table(), ranges, columns=[b"t"])
+        rows = scan_ranges(table, ranges, columns=[b"t"])
+        yield from (rows if keep is None else (row for row in rows if keep(row[0])))
+
+    def _cached_rows(self, cache: HourCache, table: Any,
+                     ranges: Sequence[tuple[bytes, bytes | None]],
+                     keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, StoredRow]]:
+        """Rows whose stamp (read first, without values) matches a kept decode come from the
+        cache; the others from storage, remembering the stamp they had (see hour_cache)."""
+        stamped = []
+        for start, stop in ranges:
+            for row in table.scan_stamps(start, stop, "t"):
+                stamped.append(row)
+                if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:  # stamps are cheap: check less
+                    self.deadline.check(self._sub.index)
+        if keep is not None:
+            stamped = [row for row in stamped if keep(row[0])]
+        hits: list[tuple[bytes, CachedRow]] = []
+        stamps: dict[bytes, Stamp] = {}
+        for (key, cells, newest), entry in zip(stamped, cache.lookup(table.name, stamped)):
+            if entry is None:
+                stamps[key] = (cells, newest)
+            else:
+                hits.append((key, entry))
+        self._stamps = stamps
+        yield from hits
+        if not stamps:
+            return
+        if len(stamps) * COLD_SHARE >= len(stamps) + len(hits):
+            # Mostly cold: one streaming scan; rows written since the stamps come along too.
+            hit_keys = {key for key, _ in hits}
+            for key, row in scan_ranges(table, ranges, columns=[b"t"]):
+                if key not in hit_keys and (keep is None or keep(key)):
+                    yield key, row
+            return
+        yield from table.rows(list(stamps), columns=[b"t"])
 
     def _ranges(self, salt: bytes, metric_uid: bytes, first_s: int, last_s: int,
                 narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
@@ -210,17 +276,20 @@ class SeriesReader:
                       for base_s in range(first_s, last_s + 1, self.row_span_s))
         return self._group(iter(table.rows(keys, columns=[b"t"])))
 
-    def _group(self, rows: Iterator[tuple[bytes, Row]]) -> Iterable[_SeriesRows]:
+    def _group(self, rows: Iterator[tuple[bytes, StoredRow]]) -> Iterable[_SeriesRows]:
         by_series: dict[bytes, _SeriesRows] = {}
         time_start = self.layout.salt_width + self.layout.metric_width
         stats = self.stats
         try:
             for key, cells in rows:
                 stats.rows += 1
-                # Per cell its row key, column name and value, as OpenTSDB weighs its
-                # KeyValues: many small cells cost more than one compacted column.
-                stats.bytes += (len(key) * len(cells) + sum(map(len, cells))
-                                + sum(map(len, cells.values())))
+                if isinstance(cells, CachedRow):
+                    stats.bytes += cells.stored_bytes
+                else:
+                    weight = _stored_bytes(key, cells)
+                    stats.bytes += weight
+                    if self._cache is not None:
+                        self._weights[key] = weight
                 if stats.rows % CHECK_EVERY_ROWS == 0:
                     self.limits.check_read(self._sub, stats.points, stats.bytes)
                     self.deadline.check(self._sub.index)
@@ -238,13 +307,19 @@ class SeriesReader:
             if close is not None:
                 close()
         self.limits.check_read(self._sub, stats.points, stats.bytes)
-        return [by_series[order] for order in sorted(by_series)]
+        groups = [by_series[order] for order in sorted(by_series)]
+        if self._cache is not None:  # hits came first: back to time order
+            for group in groups:
+                group.rows.sort(key=itemgetter(0))
+        return groups
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                 explicit_tags: bool) -> list[Series]:
         kept = self._matching(groups, filters, explicit_tags)
-        # The rows of the series the query matched (what ``"delete": true`` deletes).
-        self.matched_rows = [row for group, _ in kept for row in group.rows]
+        # The rows of the series the query matched (what ``"delete": true`` deletes; such a
+        # query does not use the cache, so these are stored rows).
+        self.matched_rows = [(key, cells) for group, _ in kept for key, cells in group.rows
+                             if not isinstance(cells, CachedRow)]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
@@ -292,7 +367,10 @@ class SeriesReader:
     def _decode_chunk(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         if not groups:
             return []
-        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
+        if self._cache is not None:
+            return self._decode_via_cache(groups)
+        # Without the cache every row is a stored one.
+        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cast(Row, cells)))
                  for j, group in enumerate(groups) for key, cells in group.rows]
         merged = codec.decode_rows(batch)
         if merged.has_duplicates:
@@ -307,9 +385,98 @@ class SeriesReader:
                                         merged.is_int[start:end]))
         return out
 
+    def _decode_via_cache(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+        """Each row's points from the cache or one vectorised pass over the others, joined
+        per series; the closed rows read from storage are then kept."""
+        rows = [row for group in groups for row in group.rows]
+        decoded = [cells.decoded if isinstance(cells, CachedRow) else None for _, cells in rows]
+        fresh = [i for i, d in enumerate(decoded) if d is None]
+        stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
+        parts, merged, refused = self._decode_fresh(stored)
+        for i, part in zip(fresh, parts, strict=True):
+            decoded[i] = part
+        sizes = [len(group.rows) for group in groups]
+        if merged is not None and len(fresh) == len(rows):
+            out = _sliced(merged, parts, sizes)  # a cold pass: the series lie in order
+        else:
+            out = _joined(decoded, sizes)
+        keep = {i for j, i in enumerate(fresh) if j not in refused}
+        if keep:
+            self._keep_rows(groups, rows, decoded, out, keep)
+        return out
+
+    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
+                      ) -> tuple[list[codec.DecodedRow], codec.DecodedRow | None, set[int]]:
+        """Rows read from storage decoded in one pass: each row's points (views of the
+        pass's arrays, returned too unless duplicates made rows decode one by one), and the
+        rows not to keep (integers beyond 2**53 need their cells again)."""
+        if not rows:
+            return [], None, set()
+        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
+                 for j, (key, cells) in enumerate(rows)]
+        merged = codec.decode_rows(batch)
+        if merged.has_duplicates:  # rare: decode row by row, keep none
+            return ([self._decode_row(key, cells) for key, cells in rows], None,
+                    set(range(len(rows))))
+        shift_ms = SERIES_SHIFT_S * 1000
+        cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
+        counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
+        merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
+        bounds = cuts.tolist()
+        parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
+                 for a, b in zip([0, *bounds], [*bounds, merged.ts_ms.size])]
+        big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
+        return parts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
+
+    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
+                   decoded: Sequence[codec.DecodedRow | None], out: Sequence[codec.DecodedRow],
+                   candidates: set[int]) -> None:
+        """Keep the decodes of the closed, settled rows among ``candidates`` (not those with
+        notes: their cells are needed). Each series' kept rows are views of one copy of its
+        arrays (a view of the pass's arrays would keep the whole pass alive)."""
+        cache = self._cache
+        assert cache is not None
+        now_ms = hour_cache.clock_ms()
+        at = 0
+        for group, series in zip(groups, out, strict=True):
+            span = range(at, at + len(group.rows))
+            at += len(group.rows)
+            wanted = [i for i in span if i in candidates and self._keepable(rows[i], now_ms)]
+            if not wanted:
+                continue
+            block = codec.DecodedRow(series.ts_ms.copy(), series.values.copy(),
+                                     series.is_int.copy())
+            owner = hour_cache.Block(block)
+            ends = np.cumsum([len(d) if d is not None else 0 for d in decoded[span.start:
+                                                                              span.stop]])
+            entries = []
+            for i in wanted:
+                b = int(ends[i - span.start])
+                a = b - len(decoded[i] or ())
+                view = codec.DecodedRow(block.ts_ms[a:b], block.values[a:b], block.is_int[a:b])
+                part = decoded[i]
+                if part is None or (a < b and (view.ts_ms[0] != part.ts_ms[0]
+                                               or view.ts_ms[-1] != part.ts_ms[-1])):
+                    continue  # the series was sorted, its rows interleave (not expected)
+                entries.append((rows[i][0], CachedRow(self._stamps[rows[i][0]], view,
+                                                      self._weights[rows[i][0]], owner)))
+            cache.put_many(self._cache_table, entries)
+
+    def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
+        key, cells = row
+        stamp = self._stamps.get(key)
+        if stamp is None or isinstance(cells, CachedRow):
+            return False
+        if not keepable(self._base_time(key), self.row_span_s, stamp, now_ms):
+            return False
+        # A note's qualifier is 3 or 5 bytes: only odd columns need the closer look.
+        return not any(len(column) & 1 and codec.is_annotation_qualifier(column[2:])
+                       for column in cells)
+
     def _decode_one(self, group: _SeriesRows) -> codec.DecodedRow:
         """One series, re-reading write times for rows with duplicate timestamps."""
-        rows = [self._decode_row(key, cells) for key, cells in group.rows]
+        rows = [self._decode_row(key, cells) for key, cells in group.rows
+                if not isinstance(cells, CachedRow)]
         return codec.DecodedRow(np.concatenate([r.ts_ms for r in rows]),
                                 np.concatenate([r.values for r in rows]),
                                 np.concatenate([r.is_int for r in rows]))
@@ -327,7 +494,7 @@ class SeriesReader:
 
     def _series(self, group: _SeriesRows, tags: dict[str, str],
                 decoded: codec.DecodedRow) -> Series:
-        notes = [note for key, cells in group.rows
+        notes = [note for key, cells in group.rows if not isinstance(cells, CachedRow)
                  for note in _annotations(self.layout, key, cells)]
         tsuid = group.row_order[self.layout.salt_width:]
         # ``tags`` was built from ``group.tag_uids`` in the same order (see _names).
@@ -345,6 +512,8 @@ class SeriesReader:
             return None
         exact: dict[int, int] = {}
         for key, cells in group.rows:
+            if isinstance(cells, CachedRow):  # kept only without such integers
+                continue
             base_ms = self._base_time(key) * 1000
             for qualifier, value in _data_cells(cells):
                 kind = cell_kind(qualifier)
@@ -408,6 +577,50 @@ def _exact_tag_sets(constraints: Sequence[_UidConstraint]
         return None
     choices = [[(c.tagk_uid, v) for v in sorted(c.literal_uids or ())] for c in constraints]
     return [list(combo) for combo in itertools.product(*choices)]
+
+
+def _stored_bytes(key: bytes, cells: Row) -> int:
+    """Per cell its row key, column name and value, as OpenTSDB weighs its KeyValues: many
+    small cells cost more than one compacted column."""
+    return len(key) * len(cells) + sum(map(len, cells)) + sum(map(len, cells.values()))
+
+
+def _sliced(merged: codec.DecodedRow, parts: Sequence[codec.DecodedRow],
+            rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
+    """Series out of one decode pass whose rows lie series after series, in time order."""
+    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
+    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist()
+    return [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
+            for a, b in zip([0, *series_end], series_end)]
+
+
+def _joined(rows: Sequence[codec.DecodedRow | None],
+            rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
+    """Consecutive rows (each ascending) joined per series: one copy for the whole pass,
+    each series a slice of it."""
+    parts = [row for row in rows if row is not None]
+    assert len(parts) == len(rows)
+    ts_ms = np.concatenate([p.ts_ms for p in parts])
+    values = np.concatenate([p.values for p in parts])
+    is_int = np.concatenate([p.is_int for p in parts])
+    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
+    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist() if parts else []
+    # Rows of a series do not overlap in time; a row that starts before the previous one
+    # of its series ends (not expected) sorts that series.
+    row_start = row_end - [p.ts_ms.size for p in parts]
+    nonempty = row_end > row_start
+    firsts, lasts = ts_ms[row_start[nonempty]], ts_ms[row_end[nonempty] - 1]
+    series_of = np.searchsorted(series_end, row_end[nonempty], side="left")
+    overlap = (lasts[:-1] >= firsts[1:]) & (series_of[:-1] == series_of[1:])
+    unsorted = set(series_of[1:][overlap].tolist())
+    out = []
+    for j, (a, b) in enumerate(zip([0, *series_end], series_end)):
+        if j in unsorted:
+            order = a + np.argsort(ts_ms[a:b], kind="stable")
+            out.append(codec.DecodedRow(ts_ms[order], values[order], is_int[order]))
+        else:
+            out.append(codec.DecodedRow(ts_ms[a:b], values[a:b], is_int[a:b]))
+    return out
 
 
 def _data_cells(cells: Row) -> list[tuple[bytes, bytes]]:

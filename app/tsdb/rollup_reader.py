@@ -19,12 +19,15 @@ from app.storage import codec
 from app.storage.base import Table
 from app.storage.codec import FLAG_BITS, FLAGS_MASK
 from app.storage.codec_rollup import AGGREGATOR_MASK, decode_rollup_cell, rollup_base_time
+from app.tsdb.hour_cache import CachedRow
 from app.tsdb.reader import SeriesReader, _SeriesRows
 from app.tsdb.rollup_config import RollupInterval
 
 
 class RollupReader(SeriesReader):
     """A :class:`SeriesReader` over one rollup table, producing bucket-combined series."""
+
+    cacheable = False  # its rows are not raw data rows
 
     def __init__(self, raw: SeriesReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
@@ -58,6 +61,7 @@ class RollupReader(SeriesReader):
         cells = _CellBatch()
         for owner, group in enumerate(groups):
             for key, row in group.rows:
+                assert not isinstance(row, CachedRow)
                 cells.add(owner, self._base_time(key), row)
         owners, ts_ms, values, is_count = self._wanted(cells)
         keep = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)

@@ -1,0 +1,187 @@
+"""Closed hours decoded once: decoded columns of hour rows, validated by the row's cell stamp.
+
+A data row's *stamp* is ``(cells, newest write time in ms)`` of its ``t`` family: SQLite keeps
+each cell's write time (``ts``), HBase its cell timestamp, and both backends return the stamp
+without the values (``scan_stamps``: an SQL ``GROUP BY``, a ``KeyOnlyFilter`` scan). Any change
+to a row changes its stamp: a put (late point, compaction's compacted cell, a rewrite by a query
+delete) writes a cell newer than every cell there, and a delete removes cells. The stamp lives
+in storage, so every pytsd process — and a Java TSD writing beside them on HBase — invalidates
+every other process's entries with no message between them and no marker table.
+
+Two rules keep "newer" true: an entry is kept only for a row whose hour is closed and whose
+newest cell is at least ``SETTLED_MS`` old when its stamp is read, so a later write (from any
+process on the same clock, or HBase's region server, which stamps cells itself) has a strictly
+later write time; and the stamp is read *before* the values, so a write racing the read can
+only make the next stamp differ (a miss), never hide a change. See docs/cache.md.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from app.storage.codec_decode import DecodedRow
+
+if TYPE_CHECKING:
+    from app.tsdb import TSDB
+
+Stamp = tuple[int, int]
+"""``(cells in the row's t family, newest cell write time in ms)``."""
+
+# A row's newest cell must be this old before its decode is kept (clock skew between the
+# processes writing one store, and a write landing in the millisecond of the stamp read).
+SETTLED_MS = 5_000
+# Per-entry bookkeeping beyond the arrays (key, stamp, dict slot), for the byte budget.
+ENTRY_OVERHEAD_BYTES = 200
+
+
+class Block:
+    """Arrays several entries are views of (one series' rows of one read): their bytes are
+    counted while any of those entries is kept, and freed with the last one."""
+
+    __slots__ = ("nbytes", "rows")
+
+    def __init__(self, decoded: DecodedRow) -> None:
+        self.nbytes = decoded.ts_ms.nbytes + decoded.values.nbytes + decoded.is_int.nbytes
+        self.rows = 0
+
+
+@dataclass(frozen=True, eq=False)
+class CachedRow:
+    """The decoded data points of one hour row, and what the row weighed in storage."""
+
+    stamp: Stamp
+    decoded: DecodedRow  # views of ``block``'s arrays when there is one
+    stored_bytes: int
+    block: Block | None = None
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the entry itself (a block is counted once, beside its entries)."""
+        if self.block is not None:
+            return ENTRY_OVERHEAD_BYTES
+        d = self.decoded
+        return d.ts_ms.nbytes + d.values.nbytes + d.is_int.nbytes + ENTRY_OVERHEAD_BYTES
+
+
+@dataclass
+class CacheStats:
+    hits: int = 0
+    misses: int = 0
+    stale: int = 0  # entries found with another stamp: the row changed
+    evictions: int = 0
+
+
+class HourCache:
+    """An LRU of :class:`CachedRow` by ``(table, row key)`` under a byte budget; thread-safe."""
+
+    def __init__(self, max_bytes: int) -> None:
+        self.max_bytes = max_bytes
+        self.bytes = 0
+        self.stats = CacheStats()
+        self._entries: OrderedDict[tuple[str, bytes], CachedRow] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def get(self, table: str, key: bytes, stamp: Stamp) -> CachedRow | None:
+        """The entry of the row when its stamp is still ``stamp``; a stale one is dropped."""
+        with self._lock:
+            entry = self._entries.get((table, key))
+            if entry is None:
+                self.stats.misses += 1
+                return None
+            if entry.stamp != stamp:
+                self.stats.stale += 1
+                self.stats.misses += 1
+                self._drop((table, key))
+                return None
+            self._entries.move_to_end((table, key))
+            self.stats.hits += 1
+            return entry
+
+    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int]]
+               ) -> list[CachedRow | None]:
+        """:meth:`get` for many ``(key, cells, newest)`` rows under one lock."""
+        out: list[CachedRow | None] = []
+        found = 0
+        with self._lock:
+            entries = self._entries
+            for key, cells, newest in stamped:
+                slot = (table, key)
+                entry = entries.get(slot)
+                if entry is not None and entry.stamp[0] == cells and entry.stamp[1] == newest:
+                    entries.move_to_end(slot)
+                    found += 1
+                elif entry is not None:
+                    self.stats.stale += 1
+                    self._drop(slot)
+                    entry = None
+                out.append(entry)
+            self.stats.hits += found
+            self.stats.misses += len(out) - found
+        return out
+
+    def put(self, table: str, key: bytes, entry: CachedRow) -> None:
+        self.put_many(table, [(key, entry)])
+
+    def put_many(self, table: str, entries: Sequence[tuple[bytes, CachedRow]]) -> None:
+        with self._lock:
+            for key, entry in entries:
+                if (table, key) in self._entries:
+                    self._drop((table, key))
+                self._entries[(table, key)] = entry
+                self.bytes += entry.nbytes
+                if entry.block is not None:
+                    if entry.block.rows == 0:
+                        self.bytes += entry.block.nbytes
+                    entry.block.rows += 1
+            while self.bytes > self.max_bytes and self._entries:
+                oldest = next(iter(self._entries))
+                self._drop(oldest)
+                self.stats.evictions += 1
+
+    def clear(self) -> None:
+        with self._lock:
+            self._entries.clear()
+            self.bytes = 0
+
+    def _drop(self, slot: tuple[str, bytes]) -> None:
+        entry = self._entries.pop(slot)
+        self.bytes -= entry.nbytes
+        if entry.block is not None:
+            entry.block.rows -= 1
+            if entry.block.rows == 0:
+                self.bytes -= entry.block.nbytes
+
+
+def clock_ms() -> int:
+    """The wall clock in ms, as the stores stamp cells (one function: tests move it on)."""
+    return time.time_ns() // 1_000_000
+
+
+def keepable(base_s: int, span_s: int, stamp: Stamp, now_ms: int) -> bool:
+    """Whether a row's decode may be kept: its hour is over and its newest cell settled."""
+    return (base_s + span_s) * 1000 + SETTLED_MS <= now_ms and stamp[1] + SETTLED_MS <= now_ms
+
+
+_CACHES: weakref.WeakKeyDictionary[TSDB, HourCache] = weakref.WeakKeyDictionary()
+_CACHES_LOCK = threading.Lock()
+
+
+def cache_for(tsdb: TSDB) -> HourCache | None:
+    """The process's cache for ``tsdb``'s store (None when ``tsd.query.cache.max_bytes`` is 0)."""
+    max_bytes = int(tsdb.config["tsd.query.cache.max_bytes"])
+    if max_bytes <= 0:
+        return None
+    with _CACHES_LOCK:
+        cache = _CACHES.get(tsdb)
+        if cache is None:
+            cache = _CACHES[tsdb] = HourCache(max_bytes)
+        return cache
