@@ -264,6 +264,7 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
             for chunk_start in range(first, last, chunk_s):
                 chunk_end = min(chunk_start + chunk_s, last)
                 reader = SeriesReader(tsdb)
+                reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
                 sub = SubQuery(aggregator="none", metric=metric)
                 for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
                     keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms
