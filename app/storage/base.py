@@ -73,8 +73,10 @@ class Table(Protocol):
         """Atomically append ``value`` to the cell (HBase's Append): OpenTSDB's append mode."""
         ...
 
-    def delete(self, row: bytes, columns: Sequence[bytes] | None = None) -> None:
-        """Delete whole row, or only the given columns of it."""
+    def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
+               up_to_ms: int | None = None) -> None:
+        """Delete whole row, or only the given columns of it; with ``up_to_ms``, only what
+        was written at or before that write time (a later write survives)."""
         ...
 
     def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:

@@ -368,7 +368,15 @@ class HBaseTable:
         append = TAppend(table=self.full_name, row=row, columns=[column], values=[value])
         self._call("append to", lambda c: c.append(append))
 
-    def delete(self, row: bytes, columns: Sequence[bytes] | None = None) -> None:
+    def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
+               up_to_ms: int | None = None) -> None:
+        if columns is not None and up_to_ms is not None:
+            # A delete marker at up_to_ms hides only the versions written at or before it.
+            mutations = [Mutation(isDelete=True, column=column) for column in columns]
+            batch = [BatchMutation(row=row, mutations=mutations)]
+            self._call("write to", lambda c: c.mutateRowsTs(self.full_name, batch, up_to_ms, {}),
+                       retry=True)
+            return
         if columns is None:
             self._call("delete from", lambda c: c.deleteAllRow(self.full_name, row, {}),
                        retry=True)

@@ -317,8 +317,11 @@ class SqliteTable:
                 "SET value = CAST(value || excluded.value AS BLOB), ts = excluded.ts",
                 (self.name, row, family, qualifier, value, now_ms()))
 
-    def delete(self, row: bytes, columns: Sequence[bytes] | None = None) -> None:
+    def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
+               up_to_ms: int | None = None) -> None:
         where, params = _column_clause(columns)
+        if up_to_ms is not None:
+            where, params = where + " AND ts <= ?", [*params, up_to_ms]
         with self.store.transaction() as db:
             db.execute("DELETE FROM cells WHERE tbl = ? AND row = ?" + where,
                        (self.name, row, *params))

@@ -46,17 +46,21 @@ def data_cells(cells: Row) -> dict[bytes, bytes]:
 
 def compact_row(table: Table, row: bytes, cells: Row) -> int:
     """Compact one row; return how many cells were merged (0 when nothing to do)."""
-    merge = data_cells(cells)
-    if len(merge) < 2:
+    if len(data_cells(cells)) < 2:
         return 0
-    compacted = codec.compact_cells(merge.items())
+    # The write times first, then the cells again: a point written meanwhile is newer than
+    # every time read, so the delete below (only what was written up to then) keeps it. A
+    # plain delete would drop it, or on HBase hide it behind a marker of the same millisecond.
+    times = table.row_write_times(row)
+    merge = data_cells(table.row(row, [b"t"]))
+    compacted = codec.compact_cells(merge.items()) if len(merge) >= 2 else None
     if compacted is None:
         return 0
     qualifier, value = compacted
     table.put(row, {DATA_PREFIX + qualifier: value})
-    stale = [DATA_PREFIX + q for q in merge if q != qualifier]
+    stale = [DATA_PREFIX + q for q in merge if q != qualifier and DATA_PREFIX + q in times]
     if stale:
-        table.delete(row, stale)
+        table.delete(row, stale, up_to_ms=max(times[column] for column in stale))
     return len(merge)
 
 

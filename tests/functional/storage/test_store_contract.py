@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from app.storage.base import Table, prefix_stop
@@ -56,6 +58,15 @@ def test_delete_columns_then_row(table: Table) -> None:
     assert table.row(b"r") == {b"t:\x00\x10": b"b"}
     table.delete(b"r")
     assert table.row(b"r") == {}
+
+
+def test_delete_up_to_a_write_time_keeps_what_came_later(table: Table) -> None:
+    table.put(b"r", {b"t:\x00\x00": b"a", b"t:\x00\x10": b"b"})
+    seen_ms = max(table.row_write_times(b"r").values())
+    time.sleep(0.005)  # write times are milliseconds: the overwrite must be strictly later
+    table.put(b"r", {b"t:\x00\x10": b"c"})  # written after the time the delete is bounded by
+    table.delete(b"r", [b"t:\x00\x00", b"t:\x00\x10"], up_to_ms=seen_ms)
+    assert table.row(b"r") == {b"t:\x00\x10": b"c"}
 
 
 def test_counter_inc_is_an_8_byte_big_endian_long(tsdb: TSDB) -> None:
