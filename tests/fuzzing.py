@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import re
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -38,10 +39,19 @@ def assert_not_a_failure(status: int, text: str, what: str) -> None:
     OpenTSDB's error body, or the per-item report of ``/api/put`` and ``/api/uid/assign``."""
     assert status < 500 or status == 501, f"{status} for {what}: {text[:500]}"
     if status >= 400:
-        body = json.loads(text)
+        body = json.loads(_unwrap_jsonp(text))
         if "error" in body:
             assert body["error"]["code"] == status, text[:300]
 
+
+def _unwrap_jsonp(text: str) -> str:
+    """A request the fuzzer gave ``?jsonp=cb`` is answered ``cb({...})``, errors too, as
+    OpenTSDB does (``app/api/jsonp.py``): check the JSON inside."""
+    found = JSONP.fullmatch(text.strip())
+    return found.group(1) if found else text
+
+
+JSONP = re.compile(r"[A-Za-z_$][\w$.]*\((.*)\)", re.S)
 
 PIECES = ["sys.cpu.user", "host", "web01", "sum", "1m-avg", "*", "{", "}", "=", "|", ",",
           ":", "(", ")", "[", "]", "-", "1h-ago", "0", "-1", "9" * 30, "1e400", "NaN", "null",
