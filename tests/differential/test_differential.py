@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import threading
 import time
 import uuid
 from collections.abc import Iterable, Iterator
@@ -46,12 +47,19 @@ RUNNING = os.environ.get("TSD_TEST_OPENTSDB")
 RUNNING_PREFIX = os.environ.get("TSD_TEST_OPENTSDB_TABLE_PREFIX", "pytsd_oracle_")
 
 
+# Layouts are built on threads. Building an app compiles werkzeug's URL rules with ast.parse,
+# which CPython 3.11 before 3.11.8 cannot run on two threads at once ("AST constructor
+# recursion depth mismatch", gh-106905): one app at a time.
+APP_BUILD = threading.Lock()
+
+
 class PytsdClient:
     """pytsd over one table set, through Flask's test client (the same app as in production)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.tsdb = make_tsdb(config)
-        self.client = app_over(self.tsdb).test_client()
+        with APP_BUILD:
+            self.client = app_over(self.tsdb).test_client()
 
     def request(self, method: str, path: str, body: Any = None) -> tuple[int, str]:
         response = self.client.open(path, method=method, data=body,
