@@ -11,6 +11,7 @@ import os
 import re
 import socket
 import subprocess
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -96,3 +97,12 @@ class OpenTSDB:
                                         data=None if body is None else body,
                                         headers={"Content-Type": "application/json"})
         return response.status_code, response.text
+
+
+def stop_all(tsds: Iterable[OpenTSDB]) -> None:
+    """Stop every TSD; a failure to stop one is reported and the others are still stopped."""
+    for tsd in tsds:
+        try:
+            tsd.stop()
+        except Exception as exc:  # noqa: BLE001 - report, keep stopping the others
+            print(f"stopping {tsd.name}: {exc}")

@@ -32,7 +32,7 @@ from tests.differential.departures import (
     FLAKY,
     Departure,
 )
-from tests.differential.oracle import OpenTSDB, opentsdb_settings
+from tests.differential.oracle import OpenTSDB, opentsdb_settings, stop_all
 from tests.differential.queries import Case, QueryGenerator, malformed
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -189,11 +189,7 @@ def layout(request: pytest.FixtureRequest) -> Iterator[Layout]:
               f"{loaded_s:.1f} s, reader up {time.monotonic() - started - up_s - loaded_s:.1f} s")
         yield Layout(name, data, writer, reader, own, foreign, max(1, int(count * SCALE)))
     finally:
-        for tsd in (reader, writer):
-            try:
-                tsd.stop()
-            except Exception as exc:  # noqa: BLE001 - report, keep stopping the others
-                print(f"stopping {tsd.name}: {exc}")
+        stop_all((reader, writer))
         if own is not None:
             own.close()  # drops P
         if foreign is not None:

@@ -27,7 +27,7 @@ from app.storage.codec_histogram import SimpleHistogram, encode_simple
 from tests.differential.cells import data_points, differences
 from tests.differential.compare import compare
 from tests.differential.departures import DEPARTURES
-from tests.differential.oracle import OpenTSDB, opentsdb_settings
+from tests.differential.oracle import OpenTSDB, opentsdb_settings, stop_all
 from tests.differential.queries import Case
 from tests.differential.test_differential import PytsdClient, _hbase
 
@@ -227,11 +227,7 @@ def setup() -> Iterator[Setup]:
         foreign = PytsdClient({**pytsd, "tsd.storage.hbase.table_prefix": prefix_o})
         yield Setup(data, writer, reader, own, foreign, loads)
     finally:
-        for tsd in (reader, writer):
-            try:
-                tsd.stop()
-            except Exception as exc:  # noqa: BLE001 - report, keep stopping the others
-                print(f"stopping {tsd.name}: {exc}")
+        stop_all((reader, writer))
         if own is not None:
             own.close()
         if foreign is not None:

@@ -26,7 +26,7 @@ import pytest
 
 from app.storage.base import Store
 from tests.differential.compare import compare
-from tests.differential.oracle import OpenTSDB, opentsdb_settings
+from tests.differential.oracle import OpenTSDB, opentsdb_settings, stop_all
 from tests.differential.queries import Case
 from tests.differential.rollup_data import (
     END_S,
@@ -79,11 +79,7 @@ class Built:
     pytsd: list[PytsdClient] = field(default_factory=list)
 
     def close(self) -> None:
-        for tsd in self.tsds.values():
-            try:
-                tsd.stop()
-            except Exception as exc:  # noqa: BLE001 - report, keep stopping the others
-                print(f"stopping {tsd.name}: {exc}")
+        stop_all(self.tsds.values())
         for i, client in enumerate(reversed(self.pytsd)):
             client.close(drop=i == len(self.pytsd) - 1)  # the first made drops the prefix
 
