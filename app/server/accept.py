@@ -67,13 +67,14 @@ class ConnectionShares:
         if self._slot >= 0:
             self._cells[2 * self._slot + 1] = count
 
-    def over_share(self, mine: int, workers: int) -> bool:
-        """Whether ``mine`` is more than an even share of every worker's connections."""
-        if self._slot < 0 or workers <= 1:
+    def over_share(self, mine: int) -> bool:
+        """Whether ``mine`` is more than an even share of the connections of the workers
+        that accept now (one still booting does not count: nobody would take its share)."""
+        if self._slot < 0:
             return False
-        total = sum(self._cells[2 * slot + 1] for slot in range(SLOTS)
-                    if self._cells[2 * slot] != 0)
-        return mine * workers > total
+        cells = self._cells
+        counts = [cells[2 * slot + 1] for slot in range(SLOTS) if cells[2 * slot] != 0]
+        return len(counts) > 1 and mine * len(counts) > sum(counts)
 
 
 def _alive(pid: int) -> bool:
@@ -89,17 +90,15 @@ def _alive(pid: int) -> bool:
 class Acceptor:
     """Watches listening sockets in the running loop; hands each new socket to ``on_socket``.
 
-    ``held`` tells how many connections this worker holds now; ``workers`` how many share the
-    listening sockets.
+    ``held`` tells how many connections this worker holds now.
     """
 
     def __init__(self, listeners: list[socket.socket], shares: ConnectionShares | None,
-                 workers: int, held: Callable[[], int],
+                 held: Callable[[], int],
                  on_socket: Callable[[socket.socket], Any]) -> None:
         self.loop = asyncio.get_running_loop()
         self.listeners = listeners
         self.shares = shares
-        self.workers = workers
         self.held = held
         self.on_socket = on_socket
         self.watching = False
@@ -157,5 +156,5 @@ class Acceptor:
         sock.setblocking(False)
         self.on_socket(sock)
         self.count_changed()
-        if self.shares is not None and self.shares.over_share(self.held(), self.workers):
+        if self.shares is not None and self.shares.over_share(self.held()):
             self._pause(PAUSE_S)

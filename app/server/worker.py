@@ -91,8 +91,7 @@ class TsdWorker(Worker):
         loop.add_signal_handler(signal.SIGINT, self._stop, False)
         shares = self.shares if self.shares is not None and self.shares.join() else None
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
-                                 int(self.cfg.workers), lambda: self.sockets_held,
-                                 self._on_socket)
+                                 lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
         heartbeat = asyncio.create_task(self._heartbeat())
         await self.stopping.wait()
