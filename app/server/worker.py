@@ -32,6 +32,7 @@ from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
 
 HEARTBEAT_S = 1.0
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
 class Conn:
@@ -65,6 +66,10 @@ class TsdWorker(Worker):
             cls.shares = ConnectionShares()
 
     def run(self) -> None:
+        # Hand the GIL over every 1 ms rather than 5: a light request (/api/version, a put)
+        # needs it a few times between the loop and its thread, and each time may queue
+        # behind every busy line-protocol or query thread of this worker.
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
