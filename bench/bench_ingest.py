@@ -161,10 +161,12 @@ def bench_soak(seconds: float, connections: int, lines: int = 50) -> None:
         poller = threading.Thread(target=poll_version)
         poller.start()
         latencies: list[float] = []
+        cpu_before = descendants_cpu_s()
         started = time.perf_counter()
         acknowledged = asyncio.run(run_writers(port, connections, 10**9, lines, seconds,
                                                latencies))
         elapsed = time.perf_counter() - started
+        server_cpu_s = descendants_cpu_s() - cpu_before
         done.set()
         poller.join()
     stored = stored_points(storage)
@@ -172,7 +174,9 @@ def bench_soak(seconds: float, connections: int, lines: int = 50) -> None:
           f"{acknowledged:,} points acknowledged ({acknowledged / elapsed:,.0f}/s), "
           f"{stored:,} stored{'' if stored == acknowledged else ' -- MISMATCH'}; "
           f"block of {lines} acknowledged in {percentiles(latencies)}; "
-          f"/api/version meanwhile: {percentiles(version_s)}, {len(version_s)} requests")
+          f"/api/version meanwhile: {percentiles(version_s)}, {len(version_s)} requests; "
+          f"server CPU {server_cpu_s:.1f} s: {acknowledged / server_cpu_s:,.0f} points per CPU "
+          f"second; load average {os.getloadavg()[0]:.1f}")
 
 
 if __name__ == "__main__":

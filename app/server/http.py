@@ -16,7 +16,8 @@ import h11
 
 from app.server.errors import HttpError, error_response
 from app.server.framing import find_head_end
-from app.server.settings import READ_BLOCK_BYTES, ServerLimits, is_heavy
+from app.server.settings import ServerLimits, is_heavy
+from app.server.streams import drain, read_block
 from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
 
 
@@ -105,7 +106,7 @@ async def _linger(conn: Connection, max_s: float = 2.0, max_bytes: int = 4 << 20
         deadline = time.monotonic() + max_s
         dropped = 0
         while dropped < max_bytes and (remaining := deadline - time.monotonic()) > 0:
-            data = await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), remaining)
+            data = await read_block(conn.reader, remaining)
             if not data:
                 return
             dropped += len(data)
@@ -116,7 +117,7 @@ async def _linger(conn: Connection, max_s: float = 2.0, max_bytes: int = 4 << 20
 async def _wait_first_byte(conn: Connection, timeout_s: float) -> bytes:
     conn.idle = True
     try:
-        return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
+        return await read_block(conn.reader, timeout_s)
     except (TimeoutError, ConnectionError):
         return b""
     finally:
@@ -206,7 +207,7 @@ async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) 
     try:
         if remaining <= 0:
             raise TimeoutError
-        return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), remaining)
+        return await read_block(conn.reader, remaining)
     except TimeoutError as exc:
         raise HttpError(408, "Request Timeout",
                         f"The request {part} was not received within {timeout_s:g} s") from exc
@@ -246,7 +247,7 @@ async def _send(conn: Connection, data: bytes, limits: ServerLimits) -> bool:
     """Write and wait for the client to take it (bounded): back-pressure, not buffering."""
     try:
         conn.writer.write(data)
-        await asyncio.wait_for(conn.writer.drain(), limits.body_timeout_s)
+        await drain(conn.writer, limits.body_timeout_s)
         return True
     except (TimeoutError, ConnectionError):
         return False

@@ -7,12 +7,11 @@ than the server stores is slowed down by TCP, never buffered without bound.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 
 from app.server.framing import MAX_LINE_BYTES, LineFramer, TooLong
 from app.server.http import Connection, Context
-from app.server.settings import READ_BLOCK_BYTES
+from app.server.streams import drain, read_block
 
 # Runs ``session.handle_lines(lines)`` off the event loop.
 RunLines = Callable[[list[bytes]], Awaitable[tuple[bytes, bool]]]
@@ -44,7 +43,7 @@ async def _handle(conn: Connection, segment: list[bytes] | TooLong, run_lines: R
     if reply:
         conn.writer.write(reply)
         try:
-            await asyncio.wait_for(conn.writer.drain(), ctx.limits.body_timeout_s)
+            await drain(conn.writer, ctx.limits.body_timeout_s)
         except (TimeoutError, ConnectionError):
             return False
     return not close
@@ -54,7 +53,7 @@ async def _read_idle(conn: Connection, timeout_s: float | None) -> bytes | None:
     """The next block; ``b""`` when the client closed, None when it was idle too long or failed."""
     conn.idle = True
     try:
-        return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
+        return await read_block(conn.reader, timeout_s)
     except (TimeoutError, ConnectionError):
         return None  # idle past tsd.core.socket.timeout: closed, as OpenTSDB does
     finally:

@@ -23,13 +23,16 @@ from typing import Any
 
 from gunicorn.workers.base import Worker
 
+from app.server.accept import Acceptor, ConnectionShares
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
 
 HEARTBEAT_S = 1.0
+GIL_SWITCH_INTERVAL_S = 0.001
 
 
 class Conn:
@@ -54,8 +57,19 @@ class TsdWorker(Worker):
     """The worker class: ``worker_class = "app.server.worker.TsdWorker"``."""
 
     closing = False
+    # Made by the arbiter (gunicorn calls ``setup`` there) so that every fork shares it.
+    shares: ConnectionShares | None = None
+
+    @classmethod
+    def setup(cls) -> None:
+        if cls.shares is None:
+            cls.shares = ConnectionShares()
 
     def run(self) -> None:
+        # Hand the GIL over every 1 ms rather than 5: a light request (/api/version, a put)
+        # needs it a few times between the loop and its thread, and each time may queue
+        # behind every busy line-protocol or query thread of this worker.
+        sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
@@ -64,6 +78,8 @@ class TsdWorker(Worker):
         # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
         self.line_pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-lines")
         self.conns: set[Conn] = set()
+        self.sockets_held = 0  # accepted, including those not yet a Conn
+        self.tasks: set[asyncio.Task[None]] = set()
         self.budget = BodyBudget(self.limits.max_buffered_bytes)
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
         self.running_jobs = 0  # anything in a thread right now, line-protocol calls included
@@ -78,14 +94,14 @@ class TsdWorker(Worker):
         loop.add_signal_handler(signal.SIGTERM, self._stop, True)
         loop.add_signal_handler(signal.SIGQUIT, self._stop, False)
         loop.add_signal_handler(signal.SIGINT, self._stop, False)
-        servers = [await asyncio.start_server(self._accept, sock=_listener(sock),
-                                              limit=READ_BLOCK_BYTES, backlog=self.cfg.backlog)
-                   for sock in self.sockets]
+        shares = self.shares if self.shares is not None and self.shares.join() else None
+        self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
+                                 lambda: self.sockets_held, self._on_socket)
+        self.acceptor.start()
         heartbeat = asyncio.create_task(self._heartbeat())
         await self.stopping.wait()
         self.closing = True
-        for server in servers:
-            server.close()  # stop accepting; the other workers keep the shared socket
+        self.acceptor.close()  # stop accepting; the other workers keep the shared socket
         await self._drain()
         heartbeat.cancel()
         # Back to gunicorn's handlers before the loop closes its wake-up pipe: a second
@@ -139,6 +155,28 @@ class TsdWorker(Worker):
             sys.stderr.flush()
             os._exit(0)
 
+    def _on_socket(self, sock: socket.socket) -> None:
+        self.sockets_held += 1
+        task = asyncio.get_running_loop().create_task(self._connection(sock))
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    async def _connection(self, sock: socket.socket) -> None:
+        """Streams over an accepted socket (what ``asyncio.start_server`` would make)."""
+        loop = asyncio.get_running_loop()
+        try:
+            reader = asyncio.StreamReader(limit=READ_BLOCK_BYTES, loop=loop)
+            protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
+            try:
+                transport, _ = await loop.connect_accepted_socket(lambda: protocol, sock)
+            except OSError:
+                sock.close()  # reset before we got to it
+                return
+            await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+        finally:
+            self.sockets_held -= 1
+            self.acceptor.count_changed()
+
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn(reader, writer)
         self.conns.add(conn)
@@ -167,7 +205,7 @@ class TsdWorker(Worker):
             reason = "too many connections" if over_limit else "the worker is shutting down"
             conn.writer.write(error_response(503, "Service Unavailable", reason.capitalize())
                               if is_http else f"error: {reason}\n".encode())
-            await asyncio.wait_for(conn.writer.drain(), 1.0)
+            await drain(conn.writer, 1.0)
         elif is_http:
             await serve_http(conn, first, self)
         else:
@@ -178,7 +216,7 @@ class TsdWorker(Worker):
             timeout_s = max(self.limits.head_timeout_s, self.limits.socket_timeout_s)
         conn.idle = True
         try:
-            return await asyncio.wait_for(conn.reader.read(READ_BLOCK_BYTES), timeout_s)
+            return await read_block(conn.reader, timeout_s)
         except (TimeoutError, ConnectionError):
             return b""
         finally:

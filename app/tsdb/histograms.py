@@ -34,7 +34,15 @@ from app.storage.codec_histogram import (
     is_histogram_qualifier,
     to_float32,
 )
-from app.tsdb.points import MAX_MS_TIMESTAMP, TagPairs, echo, java_bytes_text, java_hashmap_text
+from app.tsdb.points import (
+    MAX_MS_TIMESTAMP,
+    TagPairs,
+    echo,
+    java_bytes_text,
+    java_hashmap_text,
+    point_head,
+    point_tags,
+)
 from app.tsdb.reader import DATA_PREFIX, SeriesReader, scan_hours_s
 from app.tsdb.writer import PointWriter
 
@@ -67,17 +75,11 @@ class StoreFailed(BadRequestError):
 def parse_json_histogram(raw: Any, codecs: HistogramCodecs) -> HistogramPoint:
     """``HistogramPojo#validate`` then the decode and re-encode of
     ``PutDataPointRpc#processDataPoint``, with their messages."""
-    if not isinstance(raw, Mapping):
-        raise BadRequestError("Unable to parse the given JSON", "A data point must be an object")
-    metric = raw.get("metric")
-    if not metric or not isinstance(metric, str):
-        raise BadRequestError("Metric name was empty")
+    raw, metric = point_head(raw)
     timestamp = _json_long(raw.get("timestamp"))
     if timestamp is None or timestamp <= 0:
         raise BadRequestError("Invalid timestamp")
-    tags = raw.get("tags")
-    if not tags or not isinstance(tags, Mapping):
-        raise BadRequestError("Missing tags")
+    tags = point_tags(raw)
     value, buckets = raw.get("value"), raw.get("buckets")
     if value is None or value == "":
         if not buckets or not isinstance(buckets, Mapping):

@@ -82,19 +82,32 @@ def parse_timestamp(raw: Any) -> int:
     return timestamp
 
 
-def parse_point(raw: Any) -> DataPoint:
-    """Validate one point of a put body, in OpenTSDB's order and with its messages."""
+def point_head(raw: Any) -> tuple[Mapping[str, Any], str]:
+    """The checks every put body's point starts with (``IncomingDataPoint``, histogram or
+    not): an object, with a metric name. Returns the object and the metric."""
     if not isinstance(raw, Mapping):
         raise BadRequestError("Unable to parse the given JSON", "A data point must be an object")
     metric = raw.get("metric")
     if not metric or not isinstance(metric, str):
         raise BadRequestError("Metric name was empty")
-    timestamp = parse_timestamp(raw.get("timestamp"))
-    if raw.get("value") is None or raw.get("value") == "":
-        raise BadRequestError("Empty value")
+    return raw, metric
+
+
+def point_tags(raw: Mapping[str, Any]) -> Mapping[Any, Any]:
+    """A point's tags: a non-empty object, or OpenTSDB's 'Missing tags'."""
     tags = raw.get("tags")
     if not tags or not isinstance(tags, Mapping):
         raise BadRequestError("Missing tags")
+    return tags
+
+
+def parse_point(raw: Any) -> DataPoint:
+    """Validate one point of a put body, in OpenTSDB's order and with its messages."""
+    raw, metric = point_head(raw)
+    timestamp = parse_timestamp(raw.get("timestamp"))
+    if raw.get("value") is None or raw.get("value") == "":
+        raise BadRequestError("Empty value")
+    tags = point_tags(raw)
     value = parse_value(raw["value"])
     return DataPoint(metric, timestamp, value, {str(k): str(v) for k, v in tags.items()})
 

@@ -1,0 +1,160 @@
+"""Accepting connections so that they spread over the workers.
+
+Every worker watches the one listening socket gunicorn shares between them. asyncio's own
+``start_server`` accepts up to ``backlog`` connections per wake-up, so the worker that wakes
+first takes every pending connection and the others sit idle (four bench connections all
+landed on one worker). Here a worker accepts one connection per readiness event, and stops
+watching the socket for a moment while it holds more than its share of the connections of all
+workers: the other workers, woken by the same event, take the next ones.
+
+The shares live in memory the arbiter maps before it forks the workers
+(:meth:`ConnectionShares.create`, from ``TsdWorker.setup``); each worker owns one slot (its
+pid and its connection count) and only reads the others'. Without that memory (a worker
+class loaded only after the fork) a worker accepts as asyncio would, one at a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import mmap
+import multiprocessing
+import os
+import socket
+from collections.abc import Callable
+from typing import Any
+
+LOG = logging.getLogger(__name__)
+
+SLOTS = 64  # the most workers whose connections are counted
+PAUSE_S = 0.05  # a worker over its share stops accepting this long (then accepts one again)
+# Out of file descriptors: wait this long before accepting again (the loop would spin).
+FD_EXHAUSTED_PAUSE_S = 0.5
+
+
+class ConnectionShares:
+    """Each worker's connection count, in shared memory: ``[pid, count] * SLOTS``."""
+
+    def __init__(self) -> None:
+        self._creator = os.getpid()
+        self._lock = multiprocessing.Lock()  # only for claiming a slot
+        self._memory = mmap.mmap(-1, SLOTS * 2 * 8)  # anonymous and shared across fork
+        self._cells = memoryview(self._memory).cast("q")
+        self._slot = -1
+
+    def join(self) -> bool:
+        """Claim a slot for this worker (a free one, or a dead worker's); False if unshared."""
+        if os.getpid() == self._creator:
+            return False  # created in this very process: nobody else sees it
+        pid = os.getpid()
+        with self._lock:
+            for slot in range(SLOTS):
+                owner = self._cells[2 * slot]
+                if owner == 0 or not _alive(owner):
+                    self._cells[2 * slot], self._cells[2 * slot + 1] = pid, 0
+                    self._slot = slot
+                    return True
+        return False
+
+    def leave(self) -> None:
+        if self._slot >= 0:
+            self._cells[2 * self._slot + 1] = 0
+            self._cells[2 * self._slot] = 0
+            self._slot = -1
+
+    def set_mine(self, count: int) -> None:
+        if self._slot >= 0:
+            self._cells[2 * self._slot + 1] = count
+
+    def over_share(self, mine: int) -> bool:
+        """Whether ``mine`` is more than an even share of the connections of the workers
+        that accept now (one still booting does not count: nobody would take its share)."""
+        if self._slot < 0:
+            return False
+        cells = self._cells
+        counts = [cells[2 * slot + 1] for slot in range(SLOTS) if cells[2 * slot] != 0]
+        return len(counts) > 1 and mine * len(counts) > sum(counts)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class Acceptor:
+    """Watches listening sockets in the running loop; hands each new socket to ``on_socket``.
+
+    ``held`` tells how many connections this worker holds now.
+    """
+
+    def __init__(self, listeners: list[socket.socket], shares: ConnectionShares | None,
+                 held: Callable[[], int],
+                 on_socket: Callable[[socket.socket], Any]) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.listeners = listeners
+        self.shares = shares
+        self.held = held
+        self.on_socket = on_socket
+        self.watching = False
+        self._resume: asyncio.TimerHandle | None = None
+        self.closed = False
+
+    def start(self) -> None:
+        for listener in self.listeners:
+            listener.setblocking(False)
+        self._watch()
+
+    def close(self) -> None:
+        """Stop accepting (the other workers keep the shared sockets)."""
+        self.closed = True
+        self._unwatch()
+        if self._resume is not None:
+            self._resume.cancel()
+        if self.shares is not None:
+            self.shares.leave()
+
+    def count_changed(self) -> None:
+        if self.shares is not None:
+            self.shares.set_mine(self.held())
+
+    def _watch(self) -> None:
+        self._resume = None
+        if self.closed or self.watching:
+            return
+        for listener in self.listeners:
+            self.loop.add_reader(listener.fileno(), self._accept_one, listener)
+        self.watching = True
+
+    def _unwatch(self) -> None:
+        if self.watching:
+            for listener in self.listeners:
+                self.loop.remove_reader(listener.fileno())
+            self.watching = False
+
+    def _pause(self, seconds: float) -> None:
+        self._unwatch()
+        if self._resume is None:
+            self._resume = self.loop.call_later(seconds, self._watch)
+
+    def _accept_one(self, listener: socket.socket) -> None:
+        try:
+            sock, _ = listener.accept()
+        except (BlockingIOError, InterruptedError, ConnectionAbortedError):
+            return  # another worker took it, or the client gave up already
+        except OSError as exc:
+            if exc.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                LOG.warning("Cannot accept connections: %s; pausing", exc)
+                self._pause(FD_EXHAUSTED_PAUSE_S)
+                return
+            raise
+        sock.setblocking(False)
+        self.on_socket(sock)
+        self.count_changed()
+        if self.shares is not None and self.shares.over_share(self.held()):
+            self._pause(PAUSE_S)
