@@ -41,12 +41,15 @@ ENTRY_OVERHEAD_BYTES = 200
 
 
 class Block:
-    """Arrays several entries are views of (one series' rows of one read): their bytes are
-    counted while any of those entries is kept, and freed with the last one."""
+    """Arrays several entries are views of (the rows of one decode pass, or of one series):
+    their bytes are counted while any of those entries is kept, and freed with the last one.
+    Entries that lie one after the other in a block (a series' hours, in time order) are read
+    back as one slice of it, without a copy (``CachedRow.offset``)."""
 
-    __slots__ = ("nbytes", "rows")
+    __slots__ = ("arrays", "nbytes", "rows")
 
     def __init__(self, decoded: DecodedRow) -> None:
+        self.arrays = decoded
         self.nbytes = decoded.ts_ms.nbytes + decoded.values.nbytes + decoded.is_int.nbytes
         self.rows = 0
 
@@ -59,6 +62,7 @@ class CachedRow:
     decoded: DecodedRow  # views of ``block``'s arrays when there is one
     stored_bytes: int
     block: Block | None = None
+    offset: int = -1  # where ``decoded`` starts in ``block``'s arrays (-1: unknown)
 
     @property
     def nbytes(self) -> int:

@@ -64,6 +64,8 @@ def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[i
 # Cold reads (at least this share of the scanned rows missing from the cache) stream the
 # ranges' values; warmer ones fetch only the missing rows by key.
 COLD_SHARE = 4
+# A cold pass's arrays are kept as they are when at least 3/4 of their points are kept.
+SHARED_BLOCK_SHARE = 4
 
 StoredRow = Row | CachedRow
 """A row's cells as stored, or its decode kept by the hour cache."""
@@ -389,78 +391,110 @@ class SeriesReader:
         """Each row's points from the cache or one vectorised pass over the others, joined
         per series; the closed rows read from storage are then kept."""
         rows = [row for group in groups for row in group.rows]
-        decoded = [cells.decoded if isinstance(cells, CachedRow) else None for _, cells in rows]
-        fresh = [i for i, d in enumerate(decoded) if d is None]
         stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
-        parts, merged, refused = self._decode_fresh(stored)
-        for i, part in zip(fresh, parts, strict=True):
-            decoded[i] = part
+        parts, starts, merged, refused = self._decode_fresh(stored)
         sizes = [len(group.rows) for group in groups]
-        if merged is not None and len(fresh) == len(rows):
-            out = _sliced(merged, parts, sizes)  # a cold pass: the series lie in order
-        else:
-            out = _joined(decoded, sizes)
-        keep = {i for j, i in enumerate(fresh) if j not in refused}
-        if keep:
-            self._keep_rows(groups, rows, decoded, out, keep)
+        if merged is not None and len(stored) == len(rows):
+            # A cold pass: the series lie in order in the pass's arrays, which the cache
+            # may keep as they are (no copy).
+            out = _sliced(merged, parts, sizes)
+            self._keep_pass(stored, parts, starts, merged, refused)
+            return out
+        fresh = iter(parts)
+        decoded = [(cells.decoded, cells) if isinstance(cells, CachedRow) else (next(fresh), None)
+                   for _, cells in rows]
+        out = _joined(decoded, sizes)
+        if refused != set(range(len(stored))):
+            self._keep_rows(groups, rows, [d for d, _ in decoded], out, refused)
         return out
 
     def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
-                      ) -> tuple[list[codec.DecodedRow], codec.DecodedRow | None, set[int]]:
-        """Rows read from storage decoded in one pass: each row's points (views of the
-        pass's arrays, returned too unless duplicates made rows decode one by one), and the
-        rows not to keep (integers beyond 2**53 need their cells again)."""
+                      ) -> tuple[list[codec.DecodedRow], list[int], codec.DecodedRow | None,
+                                 set[int]]:
+        """Rows read from storage decoded in one pass: each row's points (read-only views of
+        the pass's arrays, returned too, with where each row starts in them, unless
+        duplicates made rows decode one by one), and the rows not to keep (integers beyond
+        2**53 need their cells again)."""
         if not rows:
-            return [], None, set()
+            return [], [], None, set()
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
                  for j, (key, cells) in enumerate(rows)]
         merged = codec.decode_rows(batch)
         if merged.has_duplicates:  # rare: decode row by row, keep none
-            return ([self._decode_row(key, cells) for key, cells in rows], None,
+            return ([self._decode_row(key, cells) for key, cells in rows], [], None,
                     set(range(len(rows))))
         shift_ms = SERIES_SHIFT_S * 1000
         cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
         counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
         merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
-        bounds = cuts.tolist()
+        for array in (merged.ts_ms, merged.values, merged.is_int):
+            # The cache may keep these arrays and hand them to later queries as they are.
+            array.flags.writeable = False
+        starts = [0, *cuts.tolist()]
         parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
-                 for a, b in zip([0, *bounds], [*bounds, merged.ts_ms.size])]
+                 for a, b in zip(starts, [*starts[1:], merged.ts_ms.size])]
         big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
-        return parts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
+        return parts, starts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
-    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
-                   decoded: Sequence[codec.DecodedRow | None], out: Sequence[codec.DecodedRow],
-                   candidates: set[int]) -> None:
-        """Keep the decodes of the closed, settled rows among ``candidates`` (not those with
-        notes: their cells are needed). Each series' kept rows are views of one copy of its
-        arrays (a view of the pass's arrays would keep the whole pass alive)."""
+    def _keep_pass(self, stored: Sequence[tuple[bytes, Row]], parts: Sequence[codec.DecodedRow],
+                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]) -> None:
+        """Keep the closed, settled rows of a cold pass as views of the pass's arrays, one
+        block for all, when they are nearly all of it (else each series' rows are copied)."""
         cache = self._cache
         assert cache is not None
         now_ms = hour_cache.clock_ms()
-        at = 0
-        for group, series in zip(groups, out, strict=True):
-            span = range(at, at + len(group.rows))
-            at += len(group.rows)
-            wanted = [i for i in span if i in candidates and self._keepable(rows[i], now_ms)]
-            if not wanted:
+        wanted = [j for j in range(len(stored))
+                  if j not in refused and self._keepable(stored[j], now_ms)]
+        kept_points = sum(len(parts[j]) for j in wanted)
+        if kept_points * SHARED_BLOCK_SHARE < len(merged) * (SHARED_BLOCK_SHARE - 1):
+            self._keep_copies(stored, parts, wanted)
+            return
+        block = hour_cache.Block(merged)
+        cache.put_many(self._cache_table, [
+            (stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
+                                     self._weights[stored[j][0]], block, starts[j]))
+            for j in wanted])
+
+    def _keep_copies(self, stored: Sequence[tuple[bytes, Row]],
+                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]) -> None:
+        """Keep ``wanted`` rows as views of one copy of their points (a view of the pass's
+        arrays would keep the whole pass alive)."""
+        cache = self._cache
+        assert cache is not None
+        if not wanted:
+            return
+        block = _concatenated([parts[j] for j in wanted])
+        for array in (block.ts_ms, block.values, block.is_int):
+            array.flags.writeable = False
+        owner = hour_cache.Block(block)
+        entries, at = [], 0
+        for j in wanted:
+            end = at + len(parts[j])
+            key = stored[j][0]
+            view = codec.DecodedRow(block.ts_ms[at:end], block.values[at:end],
+                                    block.is_int[at:end])
+            entries.append((key, CachedRow(self._stamps[key], view, self._weights[key], owner,
+                                           at)))
+            at = end
+        cache.put_many(self._cache_table, entries)
+
+    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
+                   decoded: Sequence[codec.DecodedRow], out: Sequence[codec.DecodedRow],
+                   refused: set[int]) -> None:
+        """Keep the decodes of the closed, settled rows read from storage in a warm pass
+        (not those with notes: their cells are needed), each series' kept rows in one copy."""
+        now_ms = hour_cache.clock_ms()
+        stored: list[tuple[bytes, Row]] = []
+        parts: list[codec.DecodedRow] = []
+        wanted: list[int] = []
+        for (key, cells), part in zip(rows, decoded, strict=True):
+            if isinstance(cells, CachedRow):
                 continue
-            block = codec.DecodedRow(series.ts_ms.copy(), series.values.copy(),
-                                     series.is_int.copy())
-            owner = hour_cache.Block(block)
-            ends = np.cumsum([len(d) if d is not None else 0 for d in decoded[span.start:
-                                                                              span.stop]])
-            entries = []
-            for i in wanted:
-                b = int(ends[i - span.start])
-                a = b - len(decoded[i] or ())
-                view = codec.DecodedRow(block.ts_ms[a:b], block.values[a:b], block.is_int[a:b])
-                part = decoded[i]
-                if part is None or (a < b and (view.ts_ms[0] != part.ts_ms[0]
-                                               or view.ts_ms[-1] != part.ts_ms[-1])):
-                    continue  # the series was sorted, its rows interleave (not expected)
-                entries.append((rows[i][0], CachedRow(self._stamps[rows[i][0]], view,
-                                                      self._weights[rows[i][0]], owner)))
-            cache.put_many(self._cache_table, entries)
+            if len(stored) not in refused and self._keepable((key, cells), now_ms):
+                wanted.append(len(stored))
+            stored.append((key, cells))
+            parts.append(part)
+        self._keep_copies(stored, parts, wanted)
 
     def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
         key, cells = row
@@ -594,33 +628,46 @@ def _sliced(merged: codec.DecodedRow, parts: Sequence[codec.DecodedRow],
             for a, b in zip([0, *series_end], series_end)]
 
 
-def _joined(rows: Sequence[codec.DecodedRow | None],
+def _joined(rows: Sequence[tuple[codec.DecodedRow, CachedRow | None]],
             rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
-    """Consecutive rows (each ascending) joined per series: one copy for the whole pass,
-    each series a slice of it."""
-    parts = [row for row in rows if row is not None]
-    assert len(parts) == len(rows)
+    """Consecutive rows (each ascending) joined per series: a slice of a kept block when the
+    series' rows lie one after the other in it (no copy), else one copy of that series."""
+    out = []
+    at = 0
+    for size in rows_per_series:
+        series = rows[at:at + size]
+        at += size
+        out.append(_block_slice(series) or _concatenated([d for d, _ in series], ordered=True))
+    return out
+
+
+def _block_slice(rows: Sequence[tuple[codec.DecodedRow, CachedRow | None]]
+                 ) -> codec.DecodedRow | None:
+    """The rows as one slice of the block they were kept in, when they lie in order in it."""
+    first = rows[0][1] if rows else None
+    if first is None or first.block is None or first.offset < 0:
+        return None
+    block, start = first.block, first.offset
+    end = start
+    for decoded, entry in rows:
+        if entry is None or entry.block is not block or entry.offset != end:
+            return None
+        end += len(decoded)
+    arrays = block.arrays
+    return codec.DecodedRow(arrays.ts_ms[start:end], arrays.values[start:end],
+                            arrays.is_int[start:end])
+
+
+def _concatenated(parts: Sequence[codec.DecodedRow], ordered: bool = False) -> codec.DecodedRow:
+    """Rows in one copy; for one series' rows (``ordered``), rows that overlap in time (not
+    expected) are sorted."""
     ts_ms = np.concatenate([p.ts_ms for p in parts])
     values = np.concatenate([p.values for p in parts])
     is_int = np.concatenate([p.is_int for p in parts])
-    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
-    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist() if parts else []
-    # Rows of a series do not overlap in time; a row that starts before the previous one
-    # of its series ends (not expected) sorts that series.
-    row_start = row_end - [p.ts_ms.size for p in parts]
-    nonempty = row_end > row_start
-    firsts, lasts = ts_ms[row_start[nonempty]], ts_ms[row_end[nonempty] - 1]
-    series_of = np.searchsorted(series_end, row_end[nonempty], side="left")
-    overlap = (lasts[:-1] >= firsts[1:]) & (series_of[:-1] == series_of[1:])
-    unsorted = set(series_of[1:][overlap].tolist())
-    out = []
-    for j, (a, b) in enumerate(zip([0, *series_end], series_end)):
-        if j in unsorted:
-            order = a + np.argsort(ts_ms[a:b], kind="stable")
-            out.append(codec.DecodedRow(ts_ms[order], values[order], is_int[order]))
-        else:
-            out.append(codec.DecodedRow(ts_ms[a:b], values[a:b], is_int[a:b]))
-    return out
+    if ordered and ts_ms.size > 1 and not bool((ts_ms[1:] > ts_ms[:-1]).all()):
+        order = np.argsort(ts_ms, kind="stable")
+        return codec.DecodedRow(ts_ms[order], values[order], is_int[order])
+    return codec.DecodedRow(ts_ms, values, is_int)
 
 
 def _data_cells(cells: Row) -> list[tuple[bytes, bytes]]:
