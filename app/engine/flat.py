@@ -84,18 +84,21 @@ def adjacent(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any] | None:
     """One read-only view over ``arrays`` when they lie one after the other in one buffer
     (the series of one decode pass, or of one cached block), else None: then concatenating
     them would only copy what is already in place."""
-    first = arrays[0] if len(arrays) else None
-    if not isinstance(first, np.ndarray) or first.base is None or first.ndim != 1:
+    if not all(isinstance(array, np.ndarray) and array.ndim == 1 for array in arrays):
         return None
+    # numpy may place an empty slice anywhere; it adds nothing
+    filled = [array for array in arrays if array.size]
+    if not filled or filled[0].base is None:
+        return None
+    first = filled[0]
     base, dtype = first.base, first.dtype
     address = first.__array_interface__["data"][0]
-    for array in arrays:
-        if (not isinstance(array, np.ndarray) or array.base is not base
-                or array.dtype != dtype or array.ndim != 1 or not array.flags.c_contiguous
+    for array in filled:
+        if (array.base is not base or array.dtype != dtype or not array.flags.c_contiguous
                 or array.__array_interface__["data"][0] != address):
             return None
         address += array.nbytes
-    total = sum(len(array) for array in arrays)
+    total = sum(array.size for array in filled)
     return np.lib.stride_tricks.as_strided(first, shape=(total,), writeable=False)
 
 

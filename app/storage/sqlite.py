@@ -352,6 +352,25 @@ class SqliteTable:
                        (self.name, row, family, qualifier, value, now_ms()))
         return True
 
+    def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
+                          family: str) -> Iterator[tuple[bytes, int, int, int]]:
+        """:meth:`scan_stamps` and each row's stored bytes (row key, column name and value
+        per cell, as the query byte limit weighs them), still without reading the values
+        (their lengths are in the records)."""
+        # settle before read
+        sql = ("SELECT row, count(*), max(ts), sum(length(qualifier) + length(value))"
+               " FROM cells WHERE tbl = ? AND row >= ? AND family = ?")
+        args: list[object] = [self.name, row_start, family]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        cursor = self._db().execute(sql + " GROUP BY row ORDER BY row", args)
+        cursor.arraysize = 1000
+        column_bytes = len(family) + 1  # "family:" before each qualifier
+        while batch := cursor.fetchmany():
+            for row, cells, newest, size in batch:
+                yield row, cells, newest, (len(row) + column_bytes) * cells + size
+
 
 def _split_qualified(column: bytes) -> tuple[str, bytes]:
     family, qualifier = split_column(column)

@@ -110,14 +110,15 @@ class HourCache:
             self.stats.hits += 1
             return entry
 
-    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int]]
+    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int, *tuple[int, ...]]]
                ) -> list[CachedRow | None]:
-        """:meth:`get` for many ``(key, cells, newest)`` rows under one lock."""
+        """:meth:`get` for many ``(key, cells, newest, ...)`` rows under one lock."""
         out: list[CachedRow | None] = []
         found = 0
         with self._lock:
             entries = self._entries
-            for key, cells, newest in stamped:
+            for row in stamped:
+                key, cells, newest = row[0], row[1], row[2]
                 slot = (table, key)
                 entry = entries.get(slot)
                 if entry is not None and entry.stamp[0] == cells and entry.stamp[1] == newest:

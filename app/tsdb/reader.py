@@ -187,56 +187,100 @@ class SeriesReader:
             return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
         keep = None
         if constraints:
-            def keep(key: bytes) -> bool:
-                return _passes(self.layout, key, constraints)
-        return self._group(self._scan_rows(metric_uid, first_s, last_s,
-                                           _narrowing(constraints), keep))
+            keep = self._per_series(lambda key: _passes(self.layout, key, constraints))
+        named = None
+        if any(not _enforced_by_uids(f) for f in filters):
+            # A wildcard or regexp filter may drop a series: decide it once per series, from
+            # the key, before any value is read or decoded.
+            named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
+        hits, stored = self._scan_rows(metric_uid, first_s, last_s, _narrowing(constraints),
+                                       keep, named)
+        return self._group(stored, named, hits)
+
+    def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+        """``test`` of a row key, run once per series (the key without its base time)."""
+        time_start = self.layout.salt_width + self.layout.metric_width
+        verdicts: dict[bytes, bool] = {}
+
+        def once(key: bytes) -> bool:
+            order = key[:time_start] + key[time_start + 4:]
+            verdict = verdicts.get(order)
+            if verdict is None:
+                verdict = verdicts[order] = test(key)
+            return verdict
+        return once
+
+    def _named(self, key: bytes, filters: Sequence[TagFilter], explicit_tags: bool) -> bool:
+        tags = self._names(self.layout.parse_row_key(key).tags)
+        return tags is not None and series_matches(tags, filters, explicit_tags)
 
     def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
-                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None
-                   ) -> Iterator[tuple[bytes, StoredRow]]:
-        """The rows of the scan range that ``keep`` keeps; through the hour cache when on."""
+                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
+                   named: Callable[[bytes], bool] | None = None
+                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
+        """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
+        on), and the others as storage streams them."""
         ranges = [key_range for salt in self.layout.salt_prefixes()
                   for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
         table = self.table()
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
         if cache is not None and hasattr(table, "scan_stamps"):
             self._cache, self._cache_table = cache, table.name
-            yield from self._cached_rows(cache, table, ranges, keep)
-            return
+            return self._cached_rows(cache, table, ranges, keep, named)
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
         rows = scan_ranges(table, ranges, columns=[b"t"])
-        yield from (rows if keep is None else (row for row in rows if keep(row[0])))
+        return [], (rows if keep is None else (row for row in rows if keep(row[0])))
 
     def _cached_rows(self, cache: HourCache, table: Any,
                      ranges: Sequence[tuple[bytes, bytes | None]],
-                     keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, StoredRow]]:
+                     keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None
+                     ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
         """Rows whose stamp (read first, without values) matches a kept decode come from the
-        cache; the others from storage, remembering the stamp they had (see hour_cache)."""
+        cache; the others from storage, remembering the stamp they had (see hour_cache).
+        Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
+        sized = named is not None and hasattr(table, "scan_stamps_sized")
+        scan = table.scan_stamps_sized if sized else table.scan_stamps
         stamped = []
         for start, stop in ranges:
-            for row in table.scan_stamps(start, stop, "t"):
+            for row in scan(start, stop, "t"):
                 stamped.append(row)
                 if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:  # stamps are cheap: check less
                     self.deadline.check(self._sub.index)
         if keep is not None:
             stamped = [row for row in stamped if keep(row[0])]
+        scanned = stamped
+        if sized:
+            assert named is not None
+            dropped = [row[3] for row in stamped if not named(row[0])]
+            self.stats.rows += len(dropped)
+            self.stats.bytes += sum(dropped)
+            self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
+            if dropped:
+                stamped = [row for row in stamped if named(row[0])]
         hits: list[tuple[bytes, CachedRow]] = []
         stamps: dict[bytes, Stamp] = {}
-        for (key, cells, newest), entry in zip(stamped, cache.lookup(table.name, stamped)):
+        for row, entry in zip(stamped, cache.lookup(table.name, stamped)):
             if entry is None:
-                stamps[key] = (cells, newest)
+                stamps[row[0]] = (row[1], row[2])
             else:
-                hits.append((key, entry))
+                hits.append((row[0], entry))
         self._stamps = stamps
-        yield from hits
+        return hits, self._missed_rows(table, ranges, stamps, scanned, keep)
+
+    def _missed_rows(self, table: Any, ranges: Sequence[tuple[bytes, bytes | None]],
+                     stamps: dict[bytes, Stamp], stamped: Sequence[tuple[bytes, ...]],
+                     keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, Row]]:
+        """The rows read from storage: ``stamps``' rows, and in a streaming scan the rows
+        written since the stamps were read."""
         if not stamps:
             return
-        if len(stamps) * COLD_SHARE >= len(stamps) + len(hits):
-            # Mostly cold: one streaming scan; rows written since the stamps come along too.
-            hit_keys = {key for key, _ in hits}
+        if len(stamps) * COLD_SHARE >= len(stamped):
+            # Mostly cold: one streaming scan. Rows written since the stamps come along too
+            # (the grouping runs their series' name filters).
+            known = {row[0] for row in stamped}
             for key, row in scan_ranges(table, ranges, columns=[b"t"]):
-                if key not in hit_keys and (keep is None or keep(key)):
+                if key in stamps or (key not in known and (keep is None or keep(key))):
                     yield key, row
             return
         yield from table.rows(list(stamps), columns=[b"t"])
@@ -278,12 +322,28 @@ class SeriesReader:
                       for base_s in range(first_s, last_s + 1, self.row_span_s))
         return self._group(iter(table.rows(keys, columns=[b"t"])))
 
-    def _group(self, rows: Iterator[tuple[bytes, StoredRow]]) -> Iterable[_SeriesRows]:
-        by_series: dict[bytes, _SeriesRows] = {}
+    def _group(self, rows: Iterator[tuple[bytes, StoredRow]],
+               named: Callable[[bytes], bool] | None = None,
+               hits: Sequence[tuple[bytes, CachedRow]] = ()) -> Iterable[_SeriesRows]:
+        """The rows per series in row-key order: ``hits`` (from the hour cache, in key
+        order), then ``rows`` as storage streams them, counted as they come (rows of series
+        ``named`` drops are counted, not kept)."""
+        by_series: dict[bytes, _SeriesRows | None] = {}
         time_start = self.layout.salt_width + self.layout.metric_width
         stats = self.stats
+        for key, entry in hits:
+            order = key[:time_start] + key[time_start + 4:]
+            group = by_series.get(order)
+            if group is None:
+                group = by_series[order] = _SeriesRows(order, self.layout.parse_row_key(key).tags)
+            group.rows.append((key, entry))
+        stats.rows += len(hits)
+        stats.bytes += sum(entry.stored_bytes for _, entry in hits)
+        self.limits.check_read(self._sub, stats.points, stats.bytes)
+        read = 0
         try:
             for key, cells in rows:
+                read += 1
                 stats.rows += 1
                 if isinstance(cells, CachedRow):
                     stats.bytes += cells.stored_bytes
@@ -298,6 +358,9 @@ class SeriesReader:
                 order = key[:time_start] + key[time_start + 4:]
                 group = by_series.get(order)
                 if group is None:
+                    if order in by_series or (named is not None and not named(key)):
+                        by_series[order] = None
+                        continue
                     tags = self.layout.parse_row_key(key).tags
                     group = by_series[order] = _SeriesRows(order, tags)
                 group.rows.append((key, cells))
@@ -309,8 +372,8 @@ class SeriesReader:
             if close is not None:
                 close()
         self.limits.check_read(self._sub, stats.points, stats.bytes)
-        groups = [by_series[order] for order in sorted(by_series)]
-        if self._cache is not None:  # hits came first: back to time order
+        groups = [group for _, group in sorted(by_series.items()) if group is not None]
+        if hits and read:  # hits came first: back to time order
             for group in groups:
                 group.rows.sort(key=itemgetter(0))
         return groups
@@ -596,6 +659,11 @@ def _passes(layout: codec.RowKeyLayout, key: bytes,
         if constraint.literal_uids is not None and tagv_uid not in constraint.literal_uids:
             return False
     return True
+
+
+def _enforced_by_uids(tag_filter: TagFilter) -> bool:
+    """A filter the row keys' UIDs already decide (a case-sensitive literal_or)."""
+    return tag_filter.type == "literal_or" and not getattr(tag_filter, "negated", True)
 
 
 def _narrowing(constraints: Sequence[_UidConstraint]) -> _UidConstraint | None:
