@@ -352,24 +352,53 @@ class SqliteTable:
                        (self.name, row, family, qualifier, value, now_ms()))
         return True
 
+    def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
+                     family: str) -> Iterator[tuple[bytes, Row, int, int]]:
+        """``(row, cells, cell count, newest write time in ms)`` of each row of ``family`` in
+        the range: values and write times read by one statement, so one snapshot (WAL), and
+        each row's stamp is that of exactly the cells returned."""
+        # settle before read
+        sql = ("SELECT row, qualifier, value, ts FROM cells WHERE tbl = ? AND row >= ?"
+               " AND family = ?")
+        args: list[object] = [self.name, row_start, family]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        cursor = self._db().execute(sql + " ORDER BY row, qualifier", args)
+        cursor.arraysize = 1000
+        prefix = family.encode() + b":"
+        current: bytes | None = None
+        cells: Row = {}
+        newest = 0
+        while batch := cursor.fetchmany():
+            for row, qualifier, value, ts in batch:
+                if row != current:
+                    if current is not None:
+                        yield current, cells, len(cells), newest
+                    current, cells, newest = row, {}, ts
+                cells[prefix + qualifier] = value
+                newest = max(newest, ts)
+        if current is not None:
+            yield current, cells, len(cells), newest
+
     def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
                           family: str) -> Iterator[tuple[bytes, int, int, int]]:
         """:meth:`scan_stamps` and each row's stored bytes (row key, column name and value
         per cell, as the query byte limit weighs them), still without reading the values
         (their lengths are in the records)."""
         # settle before read
-        sql = ("SELECT row, count(*), max(ts), sum(length(qualifier) + length(value))"
+        # "family:" before each qualifier
+        sql = ("SELECT row, count(*), max(ts),"
+               " sum(length(row) + ? + length(qualifier) + length(value))"
                " FROM cells WHERE tbl = ? AND row >= ? AND family = ?")
-        args: list[object] = [self.name, row_start, family]
+        args: list[object] = [len(family) + 1, self.name, row_start, family]
         if row_stop is not None:
             sql += " AND row < ?"
             args.append(row_stop)
         cursor = self._db().execute(sql + " GROUP BY row ORDER BY row", args)
         cursor.arraysize = 1000
-        column_bytes = len(family) + 1  # "family:" before each qualifier
         while batch := cursor.fetchmany():
-            for row, cells, newest, size in batch:
-                yield row, cells, newest, (len(row) + column_bytes) * cells + size
+            yield from batch
 
 
 def _split_qualified(column: bytes) -> tuple[str, bytes]:

@@ -110,6 +110,12 @@ class HourCache:
             self.stats.hits += 1
             return entry
 
+    def holds(self, table: str, key: bytes, stamp: Stamp) -> bool:
+        """Whether the row's entry is kept with this stamp (no statistics, no LRU move)."""
+        with self._lock:
+            entry = self._entries.get((table, key))
+            return entry is not None and entry.stamp == stamp
+
     def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int, *tuple[int, ...]]]
                ) -> list[CachedRow | None]:
         """:meth:`get` for many ``(key, cells, newest, ...)`` rows under one lock."""

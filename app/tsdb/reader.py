@@ -239,6 +239,10 @@ class SeriesReader:
         """Rows whose stamp (read first, without values) matches a kept decode come from the
         cache; the others from storage, remembering the stamp they had (see hour_cache).
         Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
+        if named is None and hasattr(table, "scan_stamped") and not self._warm(cache, table,
+                                                                                ranges):
+            self._stamps = {}
+            return [], self._one_pass(table, ranges, keep)
         sized = named is not None and hasattr(table, "scan_stamps_sized")
         scan = table.scan_stamps_sized if sized else table.scan_stamps
         stamped = []
@@ -247,17 +251,14 @@ class SeriesReader:
                 stamped.append(row)
                 if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:  # stamps are cheap: check less
                     self.deadline.check(self._sub.index)
-        if keep is not None:
-            stamped = [row for row in stamped if keep(row[0])]
-        scanned = stamped
-        if sized:
-            assert named is not None
-            dropped = [row[3] for row in stamped if not named(row[0])]
+        if keep is not None or sized:
+            stamped, dropped = self._sort_stamped(stamped, keep, named if sized else None)
+            scanned = stamped + dropped
             self.stats.rows += len(dropped)
-            self.stats.bytes += sum(dropped)
+            self.stats.bytes += sum(row[3] for row in dropped)
             self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
-            if dropped:
-                stamped = [row for row in stamped if named(row[0])]
+        else:
+            scanned = stamped
         hits: list[tuple[bytes, CachedRow]] = []
         stamps: dict[bytes, Stamp] = {}
         for row, entry in zip(stamped, cache.lookup(table.name, stamped)):
@@ -267,6 +268,50 @@ class SeriesReader:
                 hits.append((row[0], entry))
         self._stamps = stamps
         return hits, self._missed_rows(table, ranges, stamps, scanned, keep)
+
+    def _warm(self, cache: HourCache, table: Any,
+              ranges: Sequence[tuple[bytes, bytes | None]]) -> bool:
+        """Whether the cache holds the first row of the ranges as it is stored: then the
+        others are likely kept too (a dashboard asking again), else the read is cold."""
+        for start, stop in ranges:
+            stamps = table.scan_stamps(start, stop, "t")
+            try:
+                for key, cells, newest in stamps:
+                    return cache.holds(table.name, key, (cells, newest))
+            finally:
+                stamps.close()
+        return False
+
+    def _one_pass(self, table: Any, ranges: Sequence[tuple[bytes, bytes | None]],
+                  keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, Row]]:
+        """A cold read: every row's values and write times in one scan, each row's stamp
+        derived from the very cells read (so a kept entry is exactly what was read)."""
+        stamps = self._stamps
+        for start, stop in ranges:
+            for key, row, cells, newest in table.scan_stamped(start, stop, "t"):
+                if keep is None or keep(key):
+                    stamps[key] = (cells, newest)
+                    yield key, row
+
+    def _sort_stamped(self, stamped: list[Any], keep: Callable[[bytes], bool] | None,
+                      named: Callable[[bytes], bool] | None) -> tuple[list[Any], list[Any]]:
+        """The stamped rows ``keep`` keeps, split into those of series ``named`` keeps and
+        those it drops; each series decided once."""
+        time_start = self.layout.salt_width + self.layout.metric_width
+        verdicts: dict[bytes, int] = {}
+        wanted, dropped = [], []
+        for row in stamped:
+            key = row[0]
+            order = key[:time_start] + key[time_start + 4:]
+            verdict = verdicts.get(order)
+            if verdict is None:
+                verdict = verdicts[order] = (0 if keep is not None and not keep(key) else
+                                             1 if named is not None and not named(key) else 2)
+            if verdict == 2:
+                wanted.append(row)
+            elif verdict == 1:
+                dropped.append(row)
+        return wanted, dropped
 
     def _missed_rows(self, table: Any, ranges: Sequence[tuple[bytes, bytes | None]],
                      stamps: dict[bytes, Stamp], stamped: Sequence[tuple[bytes, ...]],
