@@ -353,10 +353,11 @@ class SqliteTable:
         return True
 
     def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
-                     family: str) -> Iterator[tuple[bytes, Row, int, int]]:
-        """``(row, cells, cell count, newest write time in ms)`` of each row of ``family`` in
-        the range: values and write times read by one statement, so one snapshot (WAL), and
-        each row's stamp is that of exactly the cells returned."""
+                     family: str) -> Iterator[tuple[bytes, Row, int, int, int]]:
+        """``(row, cells, cell count, newest write time in ms, stored bytes)`` of each row of
+        ``family`` in the range: values and write times read by one statement, so one
+        snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
+        bytes: per cell its row key, column name and value (the query byte limit's weight)."""
         # settle before read
         sql = ("SELECT row, qualifier, value, ts FROM cells WHERE tbl = ? AND row >= ?"
                " AND family = ?")
@@ -369,17 +370,20 @@ class SqliteTable:
         prefix = family.encode() + b":"
         current: bytes | None = None
         cells: Row = {}
-        newest = 0
+        newest = size = 0
         while batch := cursor.fetchmany():
             for row, qualifier, value, ts in batch:
                 if row != current:
                     if current is not None:
-                        yield current, cells, len(cells), newest
-                    current, cells, newest = row, {}, ts
+                        yield (current, cells, len(cells), newest,
+                               (len(current) + len(prefix)) * len(cells) + size)
+                    current, cells, newest, size = row, {}, ts, 0
                 cells[prefix + qualifier] = value
                 newest = max(newest, ts)
+                size += len(qualifier) + len(value)
         if current is not None:
-            yield current, cells, len(cells), newest
+            yield (current, cells, len(cells), newest,
+                   (len(current) + len(prefix)) * len(cells) + size)
 
     def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
                           family: str) -> Iterator[tuple[bytes, int, int, int]]:

@@ -286,11 +286,12 @@ class SeriesReader:
                   keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, Row]]:
         """A cold read: every row's values and write times in one scan, each row's stamp
         derived from the very cells read (so a kept entry is exactly what was read)."""
-        stamps = self._stamps
+        stamps, weights = self._stamps, self._weights
         for start, stop in ranges:
-            for key, row, cells, newest in table.scan_stamped(start, stop, "t"):
+            for key, row, cells, newest, weight in table.scan_stamped(start, stop, "t"):
                 if keep is None or keep(key):
                     stamps[key] = (cells, newest)
+                    weights[key] = weight
                     yield key, row
 
     def _sort_stamped(self, stamped: list[Any], keep: Callable[[bytes], bool] | None,
@@ -373,15 +374,9 @@ class SeriesReader:
         """The rows per series in row-key order: ``hits`` (from the hour cache, in key
         order), then ``rows`` as storage streams them, counted as they come (rows of series
         ``named`` drops are counted, not kept)."""
-        by_series: dict[bytes, _SeriesRows | None] = {}
+        by_series = self._group_hits(hits)
         time_start = self.layout.salt_width + self.layout.metric_width
         stats = self.stats
-        for key, entry in hits:
-            order = key[:time_start] + key[time_start + 4:]
-            group = by_series.get(order)
-            if group is None:
-                group = by_series[order] = _SeriesRows(order, self.layout.parse_row_key(key).tags)
-            group.rows.append((key, entry))
         stats.rows += len(hits)
         stats.bytes += sum(entry.stored_bytes for _, entry in hits)
         self.limits.check_read(self._sub, stats.points, stats.bytes)
@@ -390,13 +385,8 @@ class SeriesReader:
             for key, cells in rows:
                 read += 1
                 stats.rows += 1
-                if isinstance(cells, CachedRow):
-                    stats.bytes += cells.stored_bytes
-                else:
-                    weight = _stored_bytes(key, cells)
-                    stats.bytes += weight
-                    if self._cache is not None:
-                        self._weights[key] = weight
+                stats.bytes += (cells.stored_bytes if isinstance(cells, CachedRow)
+                                else self._weight(key, cells))
                 if stats.rows % CHECK_EVERY_ROWS == 0:
                     self.limits.check_read(self._sub, stats.points, stats.bytes)
                     self.deadline.check(self._sub.index)
@@ -422,6 +412,27 @@ class SeriesReader:
             for group in groups:
                 group.rows.sort(key=itemgetter(0))
         return groups
+
+    def _group_hits(self, hits: Sequence[tuple[bytes, CachedRow]]
+                    ) -> dict[bytes, _SeriesRows | None]:
+        by_series: dict[bytes, _SeriesRows | None] = {}
+        time_start = self.layout.salt_width + self.layout.metric_width
+        for key, entry in hits:
+            order = key[:time_start] + key[time_start + 4:]
+            group = by_series.get(order)
+            if group is None:
+                group = by_series[order] = _SeriesRows(order, self.layout.parse_row_key(key).tags)
+            group.rows.append((key, entry))
+        return by_series
+
+    def _weight(self, key: bytes, cells: Row) -> int:
+        """A stored row's weight for the byte limit (known already when read in one pass)."""
+        weight = self._weights.get(key)
+        if weight is None:
+            weight = _stored_bytes(key, cells)
+            if self._cache is not None:
+                self._weights[key] = weight
+        return weight
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                 explicit_tags: bool) -> list[Series]:

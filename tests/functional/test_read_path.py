@@ -106,3 +106,24 @@ def test_answers_match_through_the_api(loaded: TSDB) -> None:
     assert answers[0] == answers[1]
     assert answers[0][0]["aggregateTags"] == ["host"]
     assert answers[0][0]["dps"][str(BASE_S + 60)] == 1 + 2
+
+
+def test_a_cold_read_weighs_and_stamps_what_it_read(tsd_config: dict[str, Any],
+                                                    loaded: TSDB) -> None:
+    """Cold (one pass over values and write times on the embedded store), warm and cache-off
+    reads report the same rows and bytes; each kept entry carries its row's stored stamp."""
+    total_bytes = stored_bytes(loaded)
+    everything = SubQuery("sum", metric="read.m")
+    off = make_tsdb({**tsd_config, "tsd.query.cache.max_bytes": 0})
+    try:
+        runs = [read(off, everything)] + [read(loaded, everything) for _ in range(2)]
+    finally:
+        off.close()
+    for series, reader in runs:
+        assert [len(s.ts_ms) for s in series] == [180, 180, 180]
+        assert reader.stats.rows == 9 and reader.stats.bytes == total_bytes
+    cache = cache_for(loaded)
+    assert cache is not None and cache.stats.hits == 9
+    table = loaded.data_table()
+    for key, cells, newest in table.scan_stamps(b"", None, "t"):
+        assert cache.holds(table.name, key, (cells, newest))
