@@ -239,8 +239,10 @@ class SeriesReader:
         """Rows whose stamp (read first, without values) matches a kept decode come from the
         cache; the others from storage, remembering the stamp they had (see hour_cache).
         Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
-        if named is None and hasattr(table, "scan_stamped") and not self._warm(cache, table,
-                                                                                ranges):
+        # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
+        one_pass = hasattr(table, "scan_stamped") and (len(ranges) == 1
+                                                       or not hasattr(table, "scan_many"))
+        if named is None and one_pass and not self._warm(cache, table, ranges):
             self._stamps = {}
             return [], self._one_pass(table, ranges, keep)
         sized = named is not None and hasattr(table, "scan_stamps_sized")
