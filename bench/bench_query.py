@@ -7,6 +7,7 @@ per point scanned, with the hour cache cold (emptied before each run) and warm.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 import tracemalloc
@@ -56,20 +57,29 @@ QUERIES = [
 
 def main(config: dict[str, object] | None = None) -> None:
     """Load the data set into ``config``'s store (default: a fresh embedded one), query it."""
-    config = config or {"tsd.storage": temp_storage_url(), "tsd.core.auto_create_metrics": True}
+    # BENCH_QUERY_DB=path: load the data set into that store once, reuse it on later runs.
+    reuse = os.environ.get("BENCH_QUERY_DB")
+    storage = f"sqlite:///{reuse}" if reuse else temp_storage_url()
+    config = config or {"tsd.storage": storage, "tsd.core.auto_create_metrics": True}
     tsdb = TSDB(load_config(config, {}))
     create_tables(tsdb.store, tsdb.config)
-    started = time.perf_counter()
-    total = load(tsdb)
-    print(f"loaded {total:,} points ({SERIES} series, compacted) in "
-          f"{time.perf_counter() - started:.1f}s")
+    if not (reuse and os.path.exists(reuse + ".loaded")):
+        started = time.perf_counter()
+        total = load(tsdb)
+        print(f"loaded {total:,} points ({SERIES} series, compacted) in "
+              f"{time.perf_counter() - started:.1f}s")
+        if reuse:
+            open(reuse + ".loaded", "w").close()
     app = create_app(config)
     client = app.test_client()
     cache = cache_for(app.extensions["tsdb"])
     assert cache is not None
     off = create_app({**config, "tsd.query.cache.max_bytes": 0}).test_client()
     time.sleep(SETTLED_MS / 1000)  # the rows just written settle: the cache may keep them
+    only = os.environ.get("BENCH_QUERY_ONLY")  # a substring of the query names to run
     for name, m, _ in QUERIES:
+        if only and only not in name:
+            continue
         url = f"/api/query?start={START_S}&end={END_S - 1}&m={m}"
         client.get(url)  # warm the UID caches
         off.get(url)

@@ -23,7 +23,7 @@ import numpy as np
 
 from app.engine.aggregators import AGGREGATORS
 from app.engine.downsample import FILL_POLICIES, Window, downsample
-from app.engine.flat import FlatSeries, concat, count_inside, flatten
+from app.engine.flat import FlatSeries, concat, count_inside, flatten, follows
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
@@ -133,8 +133,16 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
     chunk, not the whole query; the deadline is checked after each chunk."""
     if sub.downsample is None:
         return _pipeline(sub, flatten(series, window.scan_start_ms, window.scan_end_ms), window)
-    pieces, chunk, points = [], [], 0
+    pieces: list[FlatSeries] = []
+    chunk: list[Series] = []
+    points = 0
     for s in series:
+        if points >= STAGE_CHUNK_POINTS // 4 and not follows(chunk[-1], s):
+            # Cut where the arrays stop lying in one buffer: a chunk in one is not copied.
+            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                                 window.scan_end_ms), window))
+            chunk, points = [], 0
+            deadline.check(sub.index)
         chunk.append(s)
         points += len(s.ts_ms)
         if points >= STAGE_CHUNK_POINTS:

@@ -9,8 +9,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from app.engine.model import BoolArray, Float64Array, Int64Array, Series
 
@@ -78,22 +80,58 @@ def _inside(series: Sequence[Series], start_ms: int, end_ms: int) -> bool:
                for s in series)
 
 
+def adjacent(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any] | None:
+    """One read-only view over ``arrays`` when they lie one after the other in one buffer
+    (the series of one decode pass, or of one cached block), else None: then concatenating
+    them would only copy what is already in place."""
+    if not all(isinstance(array, np.ndarray) and array.ndim == 1 for array in arrays):
+        return None
+    # numpy may place an empty slice anywhere; it adds nothing
+    filled = [array for array in arrays if array.size]
+    if not filled or filled[0].base is None:
+        return None
+    first = filled[0]
+    base, dtype = first.base, first.dtype
+    address = first.__array_interface__["data"][0]
+    for array in filled:
+        if (array.base is not base or array.dtype != dtype or not array.flags.c_contiguous
+                or array.__array_interface__["data"][0] != address):
+            return None
+        address += array.nbytes
+    total = sum(array.size for array in filled)
+    return np.lib.stride_tricks.as_strided(first, shape=(total,), writeable=False)
+
+
+def follows(before: Series, after: Series) -> bool:
+    """Whether ``after``'s timestamps start where ``before``'s end, in one buffer."""
+    return adjacent([before.ts_ms, after.ts_ms]) is not None
+
+
+def _joined(arrays: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
+    view = adjacent(arrays)
+    if view is not None and view.dtype == dtype:
+        return view
+    return np.concatenate([np.asarray(a, dtype=dtype) for a in arrays])
+
+
 def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
-    """Concatenate ``series``, keeping only points with ``start_ms <= ts < end_ms``."""
+    """Concatenate ``series`` (views, not copies, of arrays already in place one after the
+    other), keeping only points with ``start_ms <= ts < end_ms``."""
     lengths = np.array([len(s.ts_ms) for s in series], dtype=np.int64)
     total = int(lengths.sum())
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     if total == 0:
         return FlatSeries(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64),
                           np.zeros(0, dtype=bool), offsets)
-    is_int = np.concatenate([np.asarray(s.is_int, dtype=bool) for s in series])
+    is_int = _joined([s.is_int for s in series], np.bool_)
     if is_int.any():
         longs = np.concatenate([_long_values(s) for s in series])
     else:
-        longs = np.zeros(total, dtype=np.int64)
+        # Read-only zeros that take no memory: only integer points need their longs.
+        longs = np.broadcast_to(np.zeros(1, dtype=np.int64), (total,))
     flat = FlatSeries(
-        ts_ms=np.concatenate([np.asarray(s.ts_ms, dtype=np.int64) for s in series]),
-        values=np.concatenate([np.asarray(s.values, dtype=np.float64) for s in series]),
+        ts_ms=_joined([s.ts_ms for s in series], np.int64),
+        values=_joined([s.values for s in series], np.float64),
         longs=longs,
         is_float=~is_int,
         offsets=offsets,

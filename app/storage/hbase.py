@@ -47,7 +47,7 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
-from app.storage.hbase_scan import Scanner, row_stamp
+from app.storage.hbase_scan import Scanner, row_cells_stamped, row_stamp, row_stamp_sized
 
 log = logging.getLogger(__name__)
 
@@ -306,6 +306,23 @@ class HBaseTable:
         scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           b"KeyOnlyFilter()", shape=row_stamp)
         rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
+        return rows
+
+    def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
+                     family: str) -> Iterator[tuple[bytes, Row, int, int, int]]:
+        """Rows of ``family`` with the stamp and stored bytes of the very cells returned."""
+        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+                          None, shape=row_cells_stamped)
+        rows: Iterator[tuple[bytes, Row, int, int, int]] = scanner.rows()
+        return rows
+
+    def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
+                          family: str) -> Iterator[tuple[bytes, int, int, int]]:
+        """:meth:`scan_stamps` and each row's stored bytes; ``KeyOnlyFilter(true)`` sends
+        each value's length instead of the value."""
+        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+                          b"KeyOnlyFilter(true)", shape=row_stamp_sized)
+        rows: Iterator[tuple[bytes, int, int, int]] = scanner.rows()
         return rows
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],

@@ -49,6 +49,25 @@ def row_stamp(result: Any) -> tuple[bytes, int, int]:
     return result.row, len(cells), max(col.cell.timestamp for col in cells)
 
 
+def row_cells_stamped(result: Any) -> tuple[bytes, Row, int, int, int]:
+    """A Thrift ``TRowResult`` as ``(row_key, {column: value}, cells, newest write time in ms,
+    stored bytes)``: the stamp of exactly the cells returned (a row is read atomically)."""
+    cells = result.sortedColumns
+    key = result.row
+    return (key, {col.columnName: col.cell.value for col in cells}, len(cells),
+            max(col.cell.timestamp for col in cells),
+            sum(len(key) + len(col.columnName) + len(col.cell.value) for col in cells))
+
+
+def row_stamp_sized(result: Any) -> tuple[bytes, int, int, int]:
+    """:func:`row_stamp` and the row's stored bytes, from a ``KeyOnlyFilter(true)`` scan
+    (each value is its length as a 4-byte integer)."""
+    cells = result.sortedColumns
+    size = sum(len(result.row) + len(col.columnName) + int.from_bytes(col.cell.value, "big")
+               for col in cells)
+    return result.row, len(cells), max(col.cell.timestamp for col in cells), size
+
+
 class Scanner:
     """One scan of ``[start, stop)``; :meth:`rows` yields ``shape(result)`` per row,
     ``(row_key, cells)`` by default."""

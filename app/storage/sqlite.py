@@ -352,6 +352,58 @@ class SqliteTable:
                        (self.name, row, family, qualifier, value, now_ms()))
         return True
 
+    def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
+                     family: str) -> Iterator[tuple[bytes, Row, int, int, int]]:
+        """``(row, cells, cell count, newest write time in ms, stored bytes)`` of each row of
+        ``family`` in the range: values and write times read by one statement, so one
+        snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
+        bytes: per cell its row key, column name and value (the query byte limit's weight)."""
+        # settle before read
+        sql = ("SELECT row, qualifier, value, ts FROM cells WHERE tbl = ? AND row >= ?"
+               " AND family = ?")
+        args: list[object] = [self.name, row_start, family]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        cursor = self._db().execute(sql + " ORDER BY row, qualifier", args)
+        cursor.arraysize = 1000
+        prefix = family.encode() + b":"
+        current: bytes | None = None
+        cells: Row = {}
+        newest = size = 0
+        while batch := cursor.fetchmany():
+            for row, qualifier, value, ts in batch:
+                if row != current:
+                    if current is not None:
+                        yield (current, cells, len(cells), newest,
+                               (len(current) + len(prefix)) * len(cells) + size)
+                    current, cells, newest, size = row, {}, ts, 0
+                cells[prefix + qualifier] = value
+                newest = max(newest, ts)
+                size += len(qualifier) + len(value)
+        if current is not None:
+            yield (current, cells, len(cells), newest,
+                   (len(current) + len(prefix)) * len(cells) + size)
+
+    def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
+                          family: str) -> Iterator[tuple[bytes, int, int, int]]:
+        """:meth:`scan_stamps` and each row's stored bytes (row key, column name and value
+        per cell, as the query byte limit weighs them), still without reading the values
+        (their lengths are in the records)."""
+        # settle before read
+        # "family:" before each qualifier
+        sql = ("SELECT row, count(*), max(ts),"
+               " sum(length(row) + ? + length(qualifier) + length(value))"
+               " FROM cells WHERE tbl = ? AND row >= ? AND family = ?")
+        args: list[object] = [len(family) + 1, self.name, row_start, family]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        cursor = self._db().execute(sql + " GROUP BY row ORDER BY row", args)
+        cursor.arraysize = 1000
+        while batch := cursor.fetchmany():
+            yield from batch
+
 
 def _split_qualified(column: bytes) -> tuple[str, bytes]:
     family, qualifier = split_column(column)

@@ -41,24 +41,30 @@ ENTRY_OVERHEAD_BYTES = 200
 
 
 class Block:
-    """Arrays several entries are views of (one series' rows of one read): their bytes are
-    counted while any of those entries is kept, and freed with the last one."""
+    """Arrays several entries are views of (the rows of one decode pass, or of one series):
+    their bytes are counted while any of those entries is kept, and freed with the last one.
+    Entries that lie one after the other in a block (a series' hours, in time order) are read
+    back as one slice of it, without a copy (``CachedRow.offset``)."""
 
-    __slots__ = ("nbytes", "rows")
+    __slots__ = ("arrays", "nbytes", "rows")
 
     def __init__(self, decoded: DecodedRow) -> None:
+        self.arrays = decoded
         self.nbytes = decoded.ts_ms.nbytes + decoded.values.nbytes + decoded.is_int.nbytes
         self.rows = 0
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False, slots=True)
 class CachedRow:
-    """The decoded data points of one hour row, and what the row weighed in storage."""
+    """The decoded data points of one hour row, and what the row weighed in storage. Never
+    changed once made (not ``frozen``: a frozen dataclass is built 3-4 times slower, and a
+    cold read makes one per row)."""
 
     stamp: Stamp
     decoded: DecodedRow  # views of ``block``'s arrays when there is one
     stored_bytes: int
     block: Block | None = None
+    offset: int = -1  # where ``decoded`` starts in ``block``'s arrays (-1: unknown)
 
     @property
     def nbytes(self) -> int:
@@ -106,14 +112,21 @@ class HourCache:
             self.stats.hits += 1
             return entry
 
-    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int]]
+    def holds(self, table: str, key: bytes, stamp: Stamp) -> bool:
+        """Whether the row's entry is kept with this stamp (no statistics, no LRU move)."""
+        with self._lock:
+            entry = self._entries.get((table, key))
+            return entry is not None and entry.stamp == stamp
+
+    def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int, *tuple[int, ...]]]
                ) -> list[CachedRow | None]:
-        """:meth:`get` for many ``(key, cells, newest)`` rows under one lock."""
+        """:meth:`get` for many ``(key, cells, newest, ...)`` rows under one lock."""
         out: list[CachedRow | None] = []
         found = 0
         with self._lock:
             entries = self._entries
-            for key, cells, newest in stamped:
+            for row in stamped:
+                key, cells, newest = row[0], row[1], row[2]
                 slot = (table, key)
                 entry = entries.get(slot)
                 if entry is not None and entry.stamp[0] == cells and entry.stamp[1] == newest:

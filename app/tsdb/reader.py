@@ -64,6 +64,8 @@ def scan_hours_s(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[i
 # Cold reads (at least this share of the scanned rows missing from the cache) stream the
 # ranges' values; warmer ones fetch only the missing rows by key.
 COLD_SHARE = 4
+# A cold pass's arrays are kept as they are when at least 3/4 of their points are kept.
+SHARED_BLOCK_SHARE = 4
 
 StoredRow = Row | CachedRow
 """A row's cells as stored, or its decode kept by the hour cache."""
@@ -185,56 +187,148 @@ class SeriesReader:
             return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
         keep = None
         if constraints:
-            def keep(key: bytes) -> bool:
-                return _passes(self.layout, key, constraints)
-        return self._group(self._scan_rows(metric_uid, first_s, last_s,
-                                           _narrowing(constraints), keep))
+            keep = self._per_series(lambda key: _passes(self.layout, key, constraints))
+        named = None
+        if any(not _enforced_by_uids(f) for f in filters):
+            # A wildcard or regexp filter may drop a series: decide it once per series, from
+            # the key, before any value is read or decoded.
+            named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
+        hits, stored = self._scan_rows(metric_uid, first_s, last_s, _narrowing(constraints),
+                                       keep, named)
+        return self._group(stored, named, hits)
+
+    def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
+        """``test`` of a row key, run once per series (the key without its base time)."""
+        time_start = self.layout.salt_width + self.layout.metric_width
+        verdicts: dict[bytes, bool] = {}
+
+        def once(key: bytes) -> bool:
+            order = key[:time_start] + key[time_start + 4:]
+            verdict = verdicts.get(order)
+            if verdict is None:
+                verdict = verdicts[order] = test(key)
+            return verdict
+        return once
+
+    def _named(self, key: bytes, filters: Sequence[TagFilter], explicit_tags: bool) -> bool:
+        tags = self._names(self.layout.parse_row_key(key).tags)
+        return tags is not None and series_matches(tags, filters, explicit_tags)
 
     def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
-                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None
-                   ) -> Iterator[tuple[bytes, StoredRow]]:
-        """The rows of the scan range that ``keep`` keeps; through the hour cache when on."""
+                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
+                   named: Callable[[bytes], bool] | None = None
+                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
+        """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
+        on), and the others as storage streams them."""
         ranges = [key_range for salt in self.layout.salt_prefixes()
                   for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
         table = self.table()
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
         if cache is not None and hasattr(table, "scan_stamps"):
             self._cache, self._cache_table = cache, table.name
-            yield from self._cached_rows(cache, table, ranges, keep)
-            return
+            return self._cached_rows(cache, table, ranges, keep, named)
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
         rows = scan_ranges(table, ranges, columns=[b"t"])
-        yield from (rows if keep is None else (row for row in rows if keep(row[0])))
+        return [], (rows if keep is None else (row for row in rows if keep(row[0])))
 
     def _cached_rows(self, cache: HourCache, table: Any,
                      ranges: Sequence[tuple[bytes, bytes | None]],
-                     keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, StoredRow]]:
+                     keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None
+                     ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
         """Rows whose stamp (read first, without values) matches a kept decode come from the
-        cache; the others from storage, remembering the stamp they had (see hour_cache)."""
+        cache; the others from storage, remembering the stamp they had (see hour_cache).
+        Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
+        # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
+        one_pass = hasattr(table, "scan_stamped") and (len(ranges) == 1
+                                                       or not hasattr(table, "scan_many"))
+        if named is None and one_pass and not self._warm(cache, table, ranges):
+            self._stamps = {}
+            return [], self._one_pass(table, ranges, keep)
+        sized = named is not None and hasattr(table, "scan_stamps_sized")
+        scan = table.scan_stamps_sized if sized else table.scan_stamps
         stamped = []
         for start, stop in ranges:
-            for row in table.scan_stamps(start, stop, "t"):
+            for row in scan(start, stop, "t"):
                 stamped.append(row)
                 if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:  # stamps are cheap: check less
                     self.deadline.check(self._sub.index)
-        if keep is not None:
-            stamped = [row for row in stamped if keep(row[0])]
+        if keep is not None or sized:
+            stamped, dropped = self._sort_stamped(stamped, keep, named if sized else None)
+            scanned = stamped + dropped
+            self.stats.rows += len(dropped)
+            self.stats.bytes += sum(row[3] for row in dropped)
+            self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
+        else:
+            scanned = stamped
         hits: list[tuple[bytes, CachedRow]] = []
         stamps: dict[bytes, Stamp] = {}
-        for (key, cells, newest), entry in zip(stamped, cache.lookup(table.name, stamped)):
+        for row, entry in zip(stamped, cache.lookup(table.name, stamped)):
             if entry is None:
-                stamps[key] = (cells, newest)
+                stamps[row[0]] = (row[1], row[2])
             else:
-                hits.append((key, entry))
+                hits.append((row[0], entry))
         self._stamps = stamps
-        yield from hits
+        return hits, self._missed_rows(table, ranges, stamps, scanned, keep)
+
+    def _warm(self, cache: HourCache, table: Any,
+              ranges: Sequence[tuple[bytes, bytes | None]]) -> bool:
+        """Whether the cache holds the first row of the ranges as it is stored: then the
+        others are likely kept too (a dashboard asking again), else the read is cold."""
+        for start, stop in ranges:
+            stamps = table.scan_stamps(start, stop, "t")
+            try:
+                for key, cells, newest in stamps:
+                    return cache.holds(table.name, key, (cells, newest))
+            finally:
+                stamps.close()
+        return False
+
+    def _one_pass(self, table: Any, ranges: Sequence[tuple[bytes, bytes | None]],
+                  keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, Row]]:
+        """A cold read: every row's values and write times in one scan, each row's stamp
+        derived from the very cells read (so a kept entry is exactly what was read)."""
+        stamps, weights = self._stamps, self._weights
+        for start, stop in ranges:
+            for key, row, cells, newest, weight in table.scan_stamped(start, stop, "t"):
+                if keep is None or keep(key):
+                    stamps[key] = (cells, newest)
+                    weights[key] = weight
+                    yield key, row
+
+    def _sort_stamped(self, stamped: list[Any], keep: Callable[[bytes], bool] | None,
+                      named: Callable[[bytes], bool] | None) -> tuple[list[Any], list[Any]]:
+        """The stamped rows ``keep`` keeps, split into those of series ``named`` keeps and
+        those it drops; each series decided once."""
+        time_start = self.layout.salt_width + self.layout.metric_width
+        verdicts: dict[bytes, int] = {}
+        wanted, dropped = [], []
+        for row in stamped:
+            key = row[0]
+            order = key[:time_start] + key[time_start + 4:]
+            verdict = verdicts.get(order)
+            if verdict is None:
+                verdict = verdicts[order] = (0 if keep is not None and not keep(key) else
+                                             1 if named is not None and not named(key) else 2)
+            if verdict == 2:
+                wanted.append(row)
+            elif verdict == 1:
+                dropped.append(row)
+        return wanted, dropped
+
+    def _missed_rows(self, table: Any, ranges: Sequence[tuple[bytes, bytes | None]],
+                     stamps: dict[bytes, Stamp], stamped: Sequence[tuple[bytes, ...]],
+                     keep: Callable[[bytes], bool] | None) -> Iterator[tuple[bytes, Row]]:
+        """The rows read from storage: ``stamps``' rows, and in a streaming scan the rows
+        written since the stamps were read."""
         if not stamps:
             return
-        if len(stamps) * COLD_SHARE >= len(stamps) + len(hits):
-            # Mostly cold: one streaming scan; rows written since the stamps come along too.
-            hit_keys = {key for key, _ in hits}
+        if len(stamps) * COLD_SHARE >= len(stamped):
+            # Mostly cold: one streaming scan. Rows written since the stamps come along too
+            # (the grouping runs their series' name filters).
+            known = {row[0] for row in stamped}
             for key, row in scan_ranges(table, ranges, columns=[b"t"]):
-                if key not in hit_keys and (keep is None or keep(key)):
+                if key in stamps or (key not in known and (keep is None or keep(key))):
                     yield key, row
             return
         yield from table.rows(list(stamps), columns=[b"t"])
@@ -276,26 +370,34 @@ class SeriesReader:
                       for base_s in range(first_s, last_s + 1, self.row_span_s))
         return self._group(iter(table.rows(keys, columns=[b"t"])))
 
-    def _group(self, rows: Iterator[tuple[bytes, StoredRow]]) -> Iterable[_SeriesRows]:
-        by_series: dict[bytes, _SeriesRows] = {}
+    def _group(self, rows: Iterator[tuple[bytes, StoredRow]],
+               named: Callable[[bytes], bool] | None = None,
+               hits: Sequence[tuple[bytes, CachedRow]] = ()) -> Iterable[_SeriesRows]:
+        """The rows per series in row-key order: ``hits`` (from the hour cache, in key
+        order), then ``rows`` as storage streams them, counted as they come (rows of series
+        ``named`` drops are counted, not kept)."""
+        by_series = self._group_hits(hits)
         time_start = self.layout.salt_width + self.layout.metric_width
         stats = self.stats
+        stats.rows += len(hits)
+        stats.bytes += sum(entry.stored_bytes for _, entry in hits)
+        self.limits.check_read(self._sub, stats.points, stats.bytes)
+        read = 0
         try:
             for key, cells in rows:
+                read += 1
                 stats.rows += 1
-                if isinstance(cells, CachedRow):
-                    stats.bytes += cells.stored_bytes
-                else:
-                    weight = _stored_bytes(key, cells)
-                    stats.bytes += weight
-                    if self._cache is not None:
-                        self._weights[key] = weight
+                stats.bytes += (cells.stored_bytes if isinstance(cells, CachedRow)
+                                else self._weight(key, cells))
                 if stats.rows % CHECK_EVERY_ROWS == 0:
                     self.limits.check_read(self._sub, stats.points, stats.bytes)
                     self.deadline.check(self._sub.index)
                 order = key[:time_start] + key[time_start + 4:]
                 group = by_series.get(order)
                 if group is None:
+                    if order in by_series or (named is not None and not named(key)):
+                        by_series[order] = None
+                        continue
                     tags = self.layout.parse_row_key(key).tags
                     group = by_series[order] = _SeriesRows(order, tags)
                 group.rows.append((key, cells))
@@ -307,11 +409,32 @@ class SeriesReader:
             if close is not None:
                 close()
         self.limits.check_read(self._sub, stats.points, stats.bytes)
-        groups = [by_series[order] for order in sorted(by_series)]
-        if self._cache is not None:  # hits came first: back to time order
+        groups = [group for _, group in sorted(by_series.items()) if group is not None]
+        if hits and read:  # hits came first: back to time order
             for group in groups:
                 group.rows.sort(key=itemgetter(0))
         return groups
+
+    def _group_hits(self, hits: Sequence[tuple[bytes, CachedRow]]
+                    ) -> dict[bytes, _SeriesRows | None]:
+        by_series: dict[bytes, _SeriesRows | None] = {}
+        time_start = self.layout.salt_width + self.layout.metric_width
+        for key, entry in hits:
+            order = key[:time_start] + key[time_start + 4:]
+            group = by_series.get(order)
+            if group is None:
+                group = by_series[order] = _SeriesRows(order, self.layout.parse_row_key(key).tags)
+            group.rows.append((key, entry))
+        return by_series
+
+    def _weight(self, key: bytes, cells: Row) -> int:
+        """A stored row's weight for the byte limit (known already when read in one pass)."""
+        weight = self._weights.get(key)
+        if weight is None:
+            weight = _stored_bytes(key, cells)
+            if self._cache is not None:
+                self._weights[key] = weight
+        return weight
 
     def _decode(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                 explicit_tags: bool) -> list[Series]:
@@ -389,78 +512,110 @@ class SeriesReader:
         """Each row's points from the cache or one vectorised pass over the others, joined
         per series; the closed rows read from storage are then kept."""
         rows = [row for group in groups for row in group.rows]
-        decoded = [cells.decoded if isinstance(cells, CachedRow) else None for _, cells in rows]
-        fresh = [i for i, d in enumerate(decoded) if d is None]
         stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
-        parts, merged, refused = self._decode_fresh(stored)
-        for i, part in zip(fresh, parts, strict=True):
-            decoded[i] = part
+        parts, starts, merged, refused = self._decode_fresh(stored)
         sizes = [len(group.rows) for group in groups]
-        if merged is not None and len(fresh) == len(rows):
-            out = _sliced(merged, parts, sizes)  # a cold pass: the series lie in order
-        else:
-            out = _joined(decoded, sizes)
-        keep = {i for j, i in enumerate(fresh) if j not in refused}
-        if keep:
-            self._keep_rows(groups, rows, decoded, out, keep)
+        if merged is not None and len(stored) == len(rows):
+            # A cold pass: the series lie in order in the pass's arrays, which the cache
+            # may keep as they are (no copy).
+            out = _sliced(merged, parts, sizes)
+            self._keep_pass(stored, parts, starts, merged, refused)
+            return out
+        fresh = iter(parts)
+        decoded = [(cells.decoded, cells) if isinstance(cells, CachedRow) else (next(fresh), None)
+                   for _, cells in rows]
+        out = _joined(decoded, sizes)
+        if refused != set(range(len(stored))):
+            self._keep_rows(groups, rows, [d for d, _ in decoded], out, refused)
         return out
 
     def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
-                      ) -> tuple[list[codec.DecodedRow], codec.DecodedRow | None, set[int]]:
-        """Rows read from storage decoded in one pass: each row's points (views of the
-        pass's arrays, returned too unless duplicates made rows decode one by one), and the
-        rows not to keep (integers beyond 2**53 need their cells again)."""
+                      ) -> tuple[list[codec.DecodedRow], list[int], codec.DecodedRow | None,
+                                 set[int]]:
+        """Rows read from storage decoded in one pass: each row's points (read-only views of
+        the pass's arrays, returned too, with where each row starts in them, unless
+        duplicates made rows decode one by one), and the rows not to keep (integers beyond
+        2**53 need their cells again)."""
         if not rows:
-            return [], None, set()
+            return [], [], None, set()
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
                  for j, (key, cells) in enumerate(rows)]
         merged = codec.decode_rows(batch)
         if merged.has_duplicates:  # rare: decode row by row, keep none
-            return ([self._decode_row(key, cells) for key, cells in rows], None,
+            return ([self._decode_row(key, cells) for key, cells in rows], [], None,
                     set(range(len(rows))))
         shift_ms = SERIES_SHIFT_S * 1000
         cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
         counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
         merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
-        bounds = cuts.tolist()
+        for array in (merged.ts_ms, merged.values, merged.is_int):
+            # The cache may keep these arrays and hand them to later queries as they are.
+            array.flags.writeable = False
+        starts = [0, *cuts.tolist()]
         parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
-                 for a, b in zip([0, *bounds], [*bounds, merged.ts_ms.size])]
+                 for a, b in zip(starts, [*starts[1:], merged.ts_ms.size])]
         big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
-        return parts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
+        return parts, starts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
-    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
-                   decoded: Sequence[codec.DecodedRow | None], out: Sequence[codec.DecodedRow],
-                   candidates: set[int]) -> None:
-        """Keep the decodes of the closed, settled rows among ``candidates`` (not those with
-        notes: their cells are needed). Each series' kept rows are views of one copy of its
-        arrays (a view of the pass's arrays would keep the whole pass alive)."""
+    def _keep_pass(self, stored: Sequence[tuple[bytes, Row]], parts: Sequence[codec.DecodedRow],
+                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]) -> None:
+        """Keep the closed, settled rows of a cold pass as views of the pass's arrays, one
+        block for all, when they are nearly all of it (else each series' rows are copied)."""
         cache = self._cache
         assert cache is not None
         now_ms = hour_cache.clock_ms()
-        at = 0
-        for group, series in zip(groups, out, strict=True):
-            span = range(at, at + len(group.rows))
-            at += len(group.rows)
-            wanted = [i for i in span if i in candidates and self._keepable(rows[i], now_ms)]
-            if not wanted:
+        wanted = [j for j in range(len(stored))
+                  if j not in refused and self._keepable(stored[j], now_ms)]
+        kept_points = sum(len(parts[j]) for j in wanted)
+        if kept_points * SHARED_BLOCK_SHARE < len(merged) * (SHARED_BLOCK_SHARE - 1):
+            self._keep_copies(stored, parts, wanted)
+            return
+        block = hour_cache.Block(merged)
+        cache.put_many(self._cache_table, [
+            (stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
+                                     self._weights[stored[j][0]], block, starts[j]))
+            for j in wanted])
+
+    def _keep_copies(self, stored: Sequence[tuple[bytes, Row]],
+                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]) -> None:
+        """Keep ``wanted`` rows as views of one copy of their points (a view of the pass's
+        arrays would keep the whole pass alive)."""
+        cache = self._cache
+        assert cache is not None
+        if not wanted:
+            return
+        block = _concatenated([parts[j] for j in wanted])
+        for array in (block.ts_ms, block.values, block.is_int):
+            array.flags.writeable = False
+        owner = hour_cache.Block(block)
+        entries, at = [], 0
+        for j in wanted:
+            end = at + len(parts[j])
+            key = stored[j][0]
+            view = codec.DecodedRow(block.ts_ms[at:end], block.values[at:end],
+                                    block.is_int[at:end])
+            entries.append((key, CachedRow(self._stamps[key], view, self._weights[key], owner,
+                                           at)))
+            at = end
+        cache.put_many(self._cache_table, entries)
+
+    def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
+                   decoded: Sequence[codec.DecodedRow], out: Sequence[codec.DecodedRow],
+                   refused: set[int]) -> None:
+        """Keep the decodes of the closed, settled rows read from storage in a warm pass
+        (not those with notes: their cells are needed), each series' kept rows in one copy."""
+        now_ms = hour_cache.clock_ms()
+        stored: list[tuple[bytes, Row]] = []
+        parts: list[codec.DecodedRow] = []
+        wanted: list[int] = []
+        for (key, cells), part in zip(rows, decoded, strict=True):
+            if isinstance(cells, CachedRow):
                 continue
-            block = codec.DecodedRow(series.ts_ms.copy(), series.values.copy(),
-                                     series.is_int.copy())
-            owner = hour_cache.Block(block)
-            ends = np.cumsum([len(d) if d is not None else 0 for d in decoded[span.start:
-                                                                              span.stop]])
-            entries = []
-            for i in wanted:
-                b = int(ends[i - span.start])
-                a = b - len(decoded[i] or ())
-                view = codec.DecodedRow(block.ts_ms[a:b], block.values[a:b], block.is_int[a:b])
-                part = decoded[i]
-                if part is None or (a < b and (view.ts_ms[0] != part.ts_ms[0]
-                                               or view.ts_ms[-1] != part.ts_ms[-1])):
-                    continue  # the series was sorted, its rows interleave (not expected)
-                entries.append((rows[i][0], CachedRow(self._stamps[rows[i][0]], view,
-                                                      self._weights[rows[i][0]], owner)))
-            cache.put_many(self._cache_table, entries)
+            if len(stored) not in refused and self._keepable((key, cells), now_ms):
+                wanted.append(len(stored))
+            stored.append((key, cells))
+            parts.append(part)
+        self._keep_copies(stored, parts, wanted)
 
     def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
         key, cells = row
@@ -564,6 +719,11 @@ def _passes(layout: codec.RowKeyLayout, key: bytes,
     return True
 
 
+def _enforced_by_uids(tag_filter: TagFilter) -> bool:
+    """A filter the row keys' UIDs already decide (a case-sensitive literal_or)."""
+    return tag_filter.type == "literal_or" and not getattr(tag_filter, "negated", True)
+
+
 def _narrowing(constraints: Sequence[_UidConstraint]) -> _UidConstraint | None:
     """The literal constraint whose tagk sorts first: the best one to narrow scans with."""
     literal = [c for c in constraints if c.literal_uids and not c.excluded]
@@ -594,33 +754,46 @@ def _sliced(merged: codec.DecodedRow, parts: Sequence[codec.DecodedRow],
             for a, b in zip([0, *series_end], series_end)]
 
 
-def _joined(rows: Sequence[codec.DecodedRow | None],
+def _joined(rows: Sequence[tuple[codec.DecodedRow, CachedRow | None]],
             rows_per_series: Sequence[int]) -> list[codec.DecodedRow]:
-    """Consecutive rows (each ascending) joined per series: one copy for the whole pass,
-    each series a slice of it."""
-    parts = [row for row in rows if row is not None]
-    assert len(parts) == len(rows)
+    """Consecutive rows (each ascending) joined per series: a slice of a kept block when the
+    series' rows lie one after the other in it (no copy), else one copy of that series."""
+    out = []
+    at = 0
+    for size in rows_per_series:
+        series = rows[at:at + size]
+        at += size
+        out.append(_block_slice(series) or _concatenated([d for d, _ in series], ordered=True))
+    return out
+
+
+def _block_slice(rows: Sequence[tuple[codec.DecodedRow, CachedRow | None]]
+                 ) -> codec.DecodedRow | None:
+    """The rows as one slice of the block they were kept in, when they lie in order in it."""
+    first = rows[0][1] if rows else None
+    if first is None or first.block is None or first.offset < 0:
+        return None
+    block, start = first.block, first.offset
+    end = start
+    for decoded, entry in rows:
+        if entry is None or entry.block is not block or entry.offset != end:
+            return None
+        end += len(decoded)
+    arrays = block.arrays
+    return codec.DecodedRow(arrays.ts_ms[start:end], arrays.values[start:end],
+                            arrays.is_int[start:end])
+
+
+def _concatenated(parts: Sequence[codec.DecodedRow], ordered: bool = False) -> codec.DecodedRow:
+    """Rows in one copy; for one series' rows (``ordered``), rows that overlap in time (not
+    expected) are sorted."""
     ts_ms = np.concatenate([p.ts_ms for p in parts])
     values = np.concatenate([p.values for p in parts])
     is_int = np.concatenate([p.is_int for p in parts])
-    row_end = np.cumsum([p.ts_ms.size for p in parts], dtype=np.int64)
-    series_end = row_end[np.cumsum(rows_per_series) - 1].tolist() if parts else []
-    # Rows of a series do not overlap in time; a row that starts before the previous one
-    # of its series ends (not expected) sorts that series.
-    row_start = row_end - [p.ts_ms.size for p in parts]
-    nonempty = row_end > row_start
-    firsts, lasts = ts_ms[row_start[nonempty]], ts_ms[row_end[nonempty] - 1]
-    series_of = np.searchsorted(series_end, row_end[nonempty], side="left")
-    overlap = (lasts[:-1] >= firsts[1:]) & (series_of[:-1] == series_of[1:])
-    unsorted = set(series_of[1:][overlap].tolist())
-    out = []
-    for j, (a, b) in enumerate(zip([0, *series_end], series_end)):
-        if j in unsorted:
-            order = a + np.argsort(ts_ms[a:b], kind="stable")
-            out.append(codec.DecodedRow(ts_ms[order], values[order], is_int[order]))
-        else:
-            out.append(codec.DecodedRow(ts_ms[a:b], values[a:b], is_int[a:b]))
-    return out
+    if ordered and ts_ms.size > 1 and not bool((ts_ms[1:] > ts_ms[:-1]).all()):
+        order = np.argsort(ts_ms, kind="stable")
+        return codec.DecodedRow(ts_ms[order], values[order], is_int[order])
+    return codec.DecodedRow(ts_ms, values, is_int)
 
 
 def _data_cells(cells: Row) -> list[tuple[bytes, bytes]]:
