@@ -26,6 +26,7 @@ had been written to ``cells`` directly.
 from __future__ import annotations
 
 import fcntl
+import logging
 import os
 import sqlite3
 import threading
@@ -33,6 +34,8 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from app.errors import StorageError
+
+log = logging.getLogger(__name__)
 
 if TYPE_CHECKING:
     from app.storage.sqlite import SqliteStore
@@ -159,8 +162,16 @@ class GroupCommit:
             self._ready.notify_all()
         mine.raise_error()
         if merge:
+            self._merge()
+
+    def _merge(self) -> None:
+        """Merge every staged cell. The writes are already committed and acknowledged: a
+        failure is logged, not raised (the cells stay staged; the next read merges them)."""
+        try:
             with self._store.transaction() as db:
                 merge_staged(db)
+        except (sqlite3.Error, StorageError):
+            log.exception("merging the staged cells of %s failed", self._store.path)
 
     def _count(self, group: list[_Pending]) -> bool:
         """Count the group's staged cells; True (and reset) when a merge is due."""

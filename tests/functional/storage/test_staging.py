@@ -156,6 +156,21 @@ def test_writes_past_the_byte_bound_merge(path: Path, table: SqliteTable,
     assert staged(path) == []
 
 
+def test_a_failed_bound_merge_fails_no_acknowledged_write(
+        path: Path, table: SqliteTable, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    def broken(db: sqlite3.Connection, name: str | None = None) -> None:
+        raise sqlite3.OperationalError("disk I/O error")
+
+    monkeypatch.setattr(sqlite_write, "STAGE_MAX_CELLS", 1)
+    with monkeypatch.context() as patched:
+        patched.setattr(sqlite_write, "merge_staged", broken)
+        table.put_many([(b"r", {b"t:\x00\x00": b"kept"})])  # committed: no error raised
+    assert "merging the staged cells" in caplog.text
+    assert len(staged(path)) == 1
+    assert table.row(b"r") == {b"t:\x00\x00": b"kept"}  # the read merges it
+
+
 WRITER = """
 import os, signal, sys
 from app.storage.sqlite import SqliteStore
