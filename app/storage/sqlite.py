@@ -47,7 +47,7 @@ CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
 """ + STAGING_SCHEMA
 BUSY_TIMEOUT_S = 30.0
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
-PAGE_SIZE_BYTES = 4096  # of a new store (an existing one keeps its own): see docs/performance.md
+PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
 
 Column = tuple[str, bytes]
 
