@@ -251,7 +251,7 @@ class SqliteTable:
         records = [(name, row, "t", col[2:], value, ts) if col[:2] == b"t:"
                    else (name, row, *_split_qualified(col), value, ts)
                    for row, data in puts for col, value in data.items()]
-        self.store._group.write(records)
+        self.store._group.write(name, records)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = _split_qualified(column)

@@ -13,8 +13,9 @@ touched once for many cells):
   since its last merge (so ``staged`` holds at most that much per writing process);
 * before any read of a table, by any process, when that table has staged cells (a cheap
   ``EXISTS``, then the merge under the write lock): readers never read a union of the two;
-* before any other write to the table (append, delete, increment, check-and-put), in that
-  write's transaction, so read-modify-writes and deletes act on every cell written before.
+* before any other write to the table (append, delete, increment, check-and-put, a batch of
+  big cells written directly), in that write's transaction, so read-modify-writes and deletes
+  act on every cell written before.
 
 Each cell keeps the write time (``ts``) it was staged with, and of a cell staged twice the
 later arrival wins (SQLite's ``max()`` aggregate takes the other columns from the row with the
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
 # staging table and the longest pause a merge puts on writers and on the read that triggers it.
 STAGE_MAX_CELLS = 100_000
 STAGE_MAX_BYTES = 16 * 1024 * 1024
+# Batches of cells this big on average (compacted rows: the importer, compaction) go straight
+# into ``cells``: each fills much of a page by itself, so staging would only copy it twice.
+DIRECT_MIN_BYTES_PER_CELL = 256
 
 STAGING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS staged (
@@ -135,8 +139,9 @@ class GroupCommit:
         self._staged_cells = 0  # staged by this process since its last merge
         self._staged_bytes = 0
 
-    def write(self, records: Sequence[Record]) -> None:
-        mine = _Pending(records)
+    def write(self, table: str, records: Sequence[Record]) -> None:
+        """Store ``table``'s cells: staged, or written directly when they are big."""
+        mine = _Pending(table, records)
         with self._ready:
             self._queue.append(mine)
             while not mine.done and self._writing:
@@ -151,7 +156,7 @@ class GroupCommit:
         try:
             with self._store.transaction() as db:
                 for pending in group:
-                    stage(db, pending.records)
+                    _write(db, pending)
             merge = self._count(group)
         except BaseException as exc:  # every writer of the group learns it failed
             error = exc
@@ -175,18 +180,31 @@ class GroupCommit:
 
     def _count(self, group: list[_Pending]) -> bool:
         """Count the group's staged cells; True (and reset) when a merge is due."""
-        self._staged_cells += sum(len(pending.records) for pending in group)
-        self._staged_bytes += sum(len(record[4]) for pending in group
-                                  for record in pending.records)
+        staged = [pending for pending in group if not pending.direct]
+        self._staged_cells += sum(len(pending.records) for pending in staged)
+        self._staged_bytes += sum(pending.nbytes for pending in staged)
         if self._staged_cells < STAGE_MAX_CELLS and self._staged_bytes < STAGE_MAX_BYTES:
             return False
         self._staged_cells = self._staged_bytes = 0
         return True
 
 
+def _write(db: sqlite3.Connection, pending: _Pending) -> None:
+    if not pending.direct:
+        stage(db, pending.records)
+        return
+    if has_staged(db, pending.table):  # older staged cells first: these are newer
+        merge_staged(db, pending.table)
+    db.executemany(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                   pending.records)
+
+
 class _Pending:
-    def __init__(self, records: Sequence[Record]) -> None:
+    def __init__(self, table: str, records: Sequence[Record]) -> None:
+        self.table = table
         self.records = records
+        self.nbytes = sum(len(record[4]) for record in records)
+        self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * len(records) > 0
         self.done = False
         self.error: BaseException | None = None
 

@@ -150,10 +150,22 @@ def test_writes_past_the_bound_merge_without_a_read(path: Path, table: SqliteTab
 def test_writes_past_the_byte_bound_merge(path: Path, table: SqliteTable,
                                           monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(sqlite_write, "STAGE_MAX_BYTES", 1000)
-    table.put_many([(b"r", {b"t:\x00\x00": b"x" * 999})])
-    assert len(staged(path)) == 1
-    table.put_many([(b"s", {b"t:\x00\x00": b"x"})])
+    table.put_many([(f"r{n}".encode(), {b"t:\x00\x00": b"x" * 100}) for n in range(9)])
+    assert len(staged(path)) == 9
+    table.put_many([(b"s", {b"t:\x00\x00": b"x" * 100})])
     assert staged(path) == []
+
+
+def test_batches_of_big_cells_go_straight_to_cells_after_older_staged_ones(
+        path: Path, table: SqliteTable) -> None:
+    big = b"x" * sqlite_write.DIRECT_MIN_BYTES_PER_CELL
+    table.put_many([(b"r", {b"t:\x00\x00": b"small, older", b"t:\x00\x10": b"kept"})])
+    assert len(staged(path)) == 2
+    table.put_many([(b"r", {b"t:\x00\x00": big})])  # a compacted cell, say
+    assert staged(path) == []  # the older cells were merged first, in the same transaction
+    assert table.row(b"r") == {b"t:\x00\x00": big, b"t:\x00\x10": b"kept"}
+    table.put_many([(b"r", {b"t:\x00\x00": b"small, newest"})])
+    assert table.row(b"r")[b"t:\x00\x00"] == b"small, newest"
 
 
 def test_a_failed_bound_merge_fails_no_acknowledged_write(
