@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 
 # A merge costs a few us per cell and holds the write lock meanwhile: these bound both the
 # staging table and the longest pause a merge puts on writers and on the read that triggers it.
-STAGE_MAX_CELLS = 100_000
+STAGE_MAX_CELLS = 50_000
 STAGE_MAX_BYTES = 16 * 1024 * 1024
 # Batches of cells this big on average (compacted rows: the importer, compaction) go straight
 # into ``cells``: each fills much of a page by itself, so staging would only copy it twice.
