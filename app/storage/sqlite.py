@@ -8,8 +8,8 @@ what OpenTSDB writes to HBase. WAL mode lets several gunicorn workers read while
 Writes: every write transaction of a process runs on one connection (whose page cache stays
 warm between transactions) under :class:`WriteLock`, a lock across threads and processes
 that wakes a waiter as soon as it is free (SQLite's own busy handler sleeps 1 to 100 ms
-between tries, which under concurrent ingest costs more than the writes). ``put_many`` stages
-its cells in a small table that is merged into ``cells`` in bulk, and before any read or other
+between tries, which under concurrent ingest costs more than the writes). ``put_many`` appends
+its cells to a staging log that is merged into ``cells`` in bulk, and before any read or other
 write of the table (``sqlite_write``): every read method starts with ``self._settle()``.
 """
 
