@@ -370,6 +370,12 @@ SETTINGS: dict[str, Setting] = {
         "", str, "HTTP RPC plugins, comma-separated: their endpoints are served under "
         "`/plugin/`."
     ),
+    "tsd.storage.sqlite.page_size": Setting(
+        16384, lambda text: int(_choice(str(text), ("1024", "2048", "4096", "8192", "16384",
+                                                    "32768", "65536"))),
+        "pytsd: page size in bytes of a new embedded store (a power of two from 1024 to "
+        "65536); an existing store keeps the page size it was created with.",
+    ),
 }
 
 

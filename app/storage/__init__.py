@@ -43,7 +43,8 @@ def open_store(config: Config) -> Store:
     if parsed.scheme == "sqlite":
         from app.storage.sqlite import SqliteStore
 
-        return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"])
+        return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"],
+                           page_size=config["tsd.storage.sqlite.page_size"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore

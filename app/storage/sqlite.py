@@ -8,12 +8,13 @@ what OpenTSDB writes to HBase. WAL mode lets several gunicorn workers read while
 Writes: every write transaction of a process runs on one connection (whose page cache stays
 warm between transactions) under :class:`WriteLock`, a lock across threads and processes
 that wakes a waiter as soon as it is free (SQLite's own busy handler sleeps 1 to 100 ms
-between tries, which under concurrent ingest costs more than the writes).
+between tries, which under concurrent ingest costs more than the writes). ``put_many`` appends
+its cells to a staging log that is merged into ``cells`` in bulk, and before any read or other
+write of the table (``sqlite_write``): every read method starts with ``self._settle()``.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import sqlite3
@@ -25,6 +26,13 @@ from pathlib import Path
 
 from app.errors import StorageError
 from app.storage.base import Row, prefix_stop
+from app.storage.sqlite_write import (
+    STAGING_SCHEMA,
+    GroupCommit,
+    WriteLock,
+    has_staged,
+    merge_staged,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hbase_tables (name TEXT PRIMARY KEY, families TEXT NOT NULL);
@@ -36,9 +44,10 @@ CREATE TABLE IF NOT EXISTS cells (
 -- The hour cache reads each row's stamp (cells, newest write time) from here, not from the
 -- cells: their values overflow into other pages, which a read of ts would walk.
 CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
-"""
+""" + STAGING_SCHEMA
 BUSY_TIMEOUT_S = 30.0
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
+PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
 
 Column = tuple[str, bytes]
 
@@ -60,9 +69,11 @@ class SqliteStore:
     # creates them on first use (see app/tsdb/schema.py ensure_tables).
     sets_itself_up = True
 
-    def __init__(self, path: str | Path, synchronous: str = "FULL") -> None:
+    def __init__(self, path: str | Path, synchronous: str = "FULL",
+                 page_size: int = PAGE_SIZE_BYTES) -> None:
         self.path = str(path)
         self.synchronous = synchronous
+        self.page_size = page_size
         self._local = threading.local()
         self._known_tables: set[str] = set()
         self._group = GroupCommit(self)
@@ -87,6 +98,7 @@ class SqliteStore:
     def _connect(self) -> sqlite3.Connection:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                              check_same_thread=False)
+        db.execute(f"PRAGMA page_size={self.page_size}")  # a new file only, before WAL mode
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         return db
@@ -149,96 +161,6 @@ class SqliteStore:
                 self._writer = None
 
 
-class WriteLock:
-    """Mutual exclusion of writers: a re-entrant lock in the process, ``flock`` across them.
-
-    ``flock`` is on a file of its own beside the database: opening and closing the database
-    file itself would drop the POSIX locks SQLite holds on it.
-    """
-
-    def __init__(self, path: str) -> None:
-        self.path = path
-        self._pid = -1
-        self._threads = threading.RLock()
-        self._fd = -1
-        self._depth = 0
-
-    def __enter__(self) -> None:
-        if self._pid != os.getpid():  # after a fork: fresh state, the parent's fd is not ours
-            self._pid, self._threads, self._fd, self._depth = (
-                os.getpid(), threading.RLock(), -1, 0)
-        self._threads.acquire()
-        try:
-            if self._depth == 0:
-                if self._fd < 0:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
-        except OSError as exc:
-            self._threads.release()
-            raise StorageError("The embedded store is not writable",
-                               f"Cannot lock {self.path}: {exc}") from exc
-        self._depth += 1
-
-    def __exit__(self, *exc: object) -> None:
-        self._depth -= 1
-        if self._depth == 0:
-            fcntl.flock(self._fd, fcntl.LOCK_UN)
-        self._threads.release()
-
-
-class GroupCommit:
-    """Concurrent ``put_many`` calls of one process share a transaction (and its sync).
-
-    A writer queues its records; the first one to find no commit under way takes every
-    queued batch, writes them in one transaction and wakes their writers, each of which
-    returns (or raises the transaction's error) only once its records are committed. With
-    ``synchronous=FULL`` one disk sync then acknowledges many requests or line blocks.
-    """
-
-    def __init__(self, store: SqliteStore) -> None:
-        self._store = store
-        self._ready = threading.Condition()
-        self._queue: list[_Pending] = []
-        self._writing = False
-
-    def write(self, records: Sequence[tuple[object, ...]]) -> None:
-        mine = _Pending(records)
-        with self._ready:
-            self._queue.append(mine)
-            while not mine.done and self._writing:
-                self._ready.wait()
-            if mine.done:
-                mine.raise_error()
-                return
-            self._writing = True
-            group, self._queue = self._queue, []
-        error: BaseException | None = None
-        try:
-            with self._store.transaction() as db:
-                for pending in group:
-                    db.executemany("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
-                                   pending.records)
-        except BaseException as exc:  # every writer of the group learns it failed
-            error = exc
-        with self._ready:
-            for pending in group:
-                pending.done, pending.error = True, error
-            self._writing = False
-            self._ready.notify_all()
-        mine.raise_error()
-
-
-class _Pending:
-    def __init__(self, records: Sequence[tuple[object, ...]]) -> None:
-        self.records = records
-        self.done = False
-        self.error: BaseException | None = None
-
-    def raise_error(self) -> None:
-        if self.error is not None:
-            raise self.error
-
-
 class SqliteTable:
     """One HBase table inside a :class:`SqliteStore`."""
 
@@ -249,7 +171,25 @@ class SqliteTable:
     def _db(self) -> sqlite3.Connection:
         return self.store.connection()
 
+    def _settle(self) -> None:
+        """Merge this table's staged cells into ``cells``: the first step of every read."""
+        if has_staged(self._db(), self.name):
+            with self._transaction():
+                pass
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
+        """A write transaction on ``cells`` that first merges the table's staged cells."""
+        with self.store.transaction() as db:
+            if has_staged(db, self.name):
+                merge_staged(db, self.name)
+            yield db
+
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
+        self._settle()
+        return self._row(row, columns)
+
+    def _row(self, row: bytes, columns: Sequence[bytes] | None) -> Row:
         where, params = _column_clause(columns)
         cursor = self._db().execute(
             "SELECT family, qualifier, value FROM cells WHERE tbl = ? AND row = ?" + where,
@@ -257,13 +197,15 @@ class SqliteTable:
         return {f.encode() + b":" + q: v for f, q, v in cursor}
 
     def row_write_times(self, row: bytes) -> dict[bytes, int]:
+        self._settle()
         cursor = self._db().execute(
             "SELECT family, qualifier, ts FROM cells WHERE tbl = ? AND row = ?", (self.name, row))
         return {f.encode() + b":" + q: ts for f, q, ts in cursor}
 
     def rows(self, rows: Sequence[bytes],
              columns: Sequence[bytes] | None = None) -> list[tuple[bytes, Row]]:
-        found = ((key, self.row(key, columns)) for key in rows)
+        self._settle()
+        found = ((key, self._row(key, columns)) for key in rows)
         return [(key, cells) for key, cells in found if cells]
 
     def scan(self, row_start: bytes | None = None, row_stop: bytes | None = None,
@@ -272,6 +214,7 @@ class SqliteTable:
              keys_only: bool = False) -> Iterator[tuple[bytes, Row]]:
         if row_prefix is not None:
             row_start, row_stop = row_prefix, prefix_stop(row_prefix)
+        self._settle()
         where, params = _column_clause(columns)
         sql = ("SELECT row, family, qualifier, " + ("x''" if keys_only else "value")
                + " FROM cells WHERE tbl = ? AND row >= ?" + where)
@@ -287,6 +230,7 @@ class SqliteTable:
                     family: str) -> Iterator[tuple[bytes, int, int]]:
         """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range:
         what the hour cache validates a decoded row with, without reading values."""
+        self._settle()
         sql = ("SELECT row, count(*), max(ts) FROM cells WHERE tbl = ? AND row >= ?"
                " AND family = ?")
         args: list[object] = [self.name, row_start, family]
@@ -307,11 +251,11 @@ class SqliteTable:
         records = [(name, row, "t", col[2:], value, ts) if col[:2] == b"t:"
                    else (name, row, *_split_qualified(col), value, ts)
                    for row, data in puts for col, value in data.items()]
-        self.store._group.write(records)
+        self.store._group.write(name, records)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = _split_qualified(column)
-        with self.store.transaction() as db:
+        with self._transaction() as db:
             db.execute(
                 "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE "
                 "SET value = CAST(value || excluded.value AS BLOB), ts = excluded.ts",
@@ -322,13 +266,13 @@ class SqliteTable:
         where, params = _column_clause(columns)
         if up_to_ms is not None:
             where, params = where + " AND ts <= ?", [*params, up_to_ms]
-        with self.store.transaction() as db:
+        with self._transaction() as db:
             db.execute("DELETE FROM cells WHERE tbl = ? AND row = ?" + where,
                        (self.name, row, *params))
 
     def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
         family, qualifier = _split_qualified(column)
-        with self.store.transaction() as db:
+        with self._transaction() as db:
             found = db.execute(
                 "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
                 "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()
@@ -342,7 +286,7 @@ class SqliteTable:
     def check_and_put(self, row: bytes, column: bytes, expected: bytes | None,
                       value: bytes) -> bool:
         family, qualifier = _split_qualified(column)
-        with self.store.transaction() as db:
+        with self._transaction() as db:
             found = db.execute(
                 "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
                 "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()

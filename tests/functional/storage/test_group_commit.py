@@ -45,8 +45,8 @@ def test_a_failed_transaction_fails_its_writer(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     store.create_table("t", {"f": {}})
     table = store.table("t")
-    with pytest.raises(sqlite3.IntegrityError):  # value NOT NULL: the transaction fails
-        table.put_many([(b"row", {b"f:q": None})])  # type: ignore[dict-item]
+    with pytest.raises(sqlite3.IntegrityError):  # row NOT NULL: the transaction fails
+        table.put_many([(None, {b"f:q": b"v"})])  # type: ignore[list-item]
     table.put_many([(b"row", {b"f:q": b"v"})])  # rolled back, and the group is free again
     assert table.row(b"row") == {b"f:q": b"v"}
 
