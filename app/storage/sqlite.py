@@ -302,7 +302,7 @@ class SqliteTable:
         ``family`` in the range: values and write times read by one statement, so one
         snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
         bytes: per cell its row key, column name and value (the query byte limit's weight)."""
-        # settle before read
+        self._settle()
         sql = ("SELECT row, qualifier, value, ts FROM cells WHERE tbl = ? AND row >= ?"
                " AND family = ?")
         args: list[object] = [self.name, row_start, family]
@@ -334,7 +334,7 @@ class SqliteTable:
         """:meth:`scan_stamps` and each row's stored bytes (row key, column name and value
         per cell, as the query byte limit weighs them), still without reading the values
         (their lengths are in the records)."""
-        # settle before read
+        self._settle()
         # "family:" before each qualifier
         sql = ("SELECT row, count(*), max(ts),"
                " sum(length(row) + ? + length(qualifier) + length(value))"
