@@ -36,6 +36,7 @@ class RollupReader(SeriesReader):
     def __init__(self, raw: SeriesReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
         super().__init__(raw.tsdb, raw.limits, raw.deadline)
+        self.use_cache = raw.use_cache
         self.table_name = table_name or interval.table
         assert raw.tsdb.rollup_config is not None
         self.interval = interval

@@ -130,10 +130,11 @@ class RowSource:
             packed = [row for key in missing
                       for row in self.table.scan_packed(key, key + b"\x00", "t", self.prefixes)]
             fresh = dict(self._decoded_kept(packed))
-        for (key, _, _), entry in zip(stamped, found):
-            row = entry if entry is not None else fresh.get(key)
-            if isinstance(row, RollupRow):
-                yield key, row
+        rows = {key: entry for (key, _, _), entry in zip(stamped, found)
+                if isinstance(entry, RollupRow)}
+        rows.update(fresh)  # with any row written since the stamps were read
+        for key in sorted(rows):
+            yield key, rows[key]
 
     def _stamps(self, ranges: Sequence[tuple[bytes, bytes | None]]
                 ) -> list[tuple[bytes, int, int]]:
