@@ -348,6 +348,64 @@ class SqliteTable:
         while batch := cursor.fetchmany():
             yield from batch
 
+    def scan_packed(self, row_start: bytes, row_stop: bytes | None, family: str,
+                    qualifier_prefixes: Sequence[bytes]
+                    ) -> Iterator[tuple[bytes, int, int, bytes, bytes]]:
+        """``(row, cells, newest write time in ms, qualifiers joined, values joined)`` of
+        each row of the range, over its cells of ``family`` whose qualifier starts with one of
+        ``qualifier_prefixes``: one SQL row per HBase row, not one per cell (rollup rows hold
+        a cell per aggregate per interval). Both joins are built in the same pass over the
+        same cells, so they list the cells in the same order. The newest write time is that
+        of every cell of the row's family (as :meth:`scan_newest` reads it), from the same
+        statement, so it describes the very cells read."""
+        self._settle()
+        where, args = self._packed_where(row_start, row_stop, family, qualifier_prefixes)
+        cursor = self._db().execute(
+            "SELECT row, count(*), (SELECT max(ts) FROM cells AS c WHERE c.tbl = cells.tbl"
+            " AND c.row = cells.row AND c.family = cells.family),"
+            " CAST(group_concat(qualifier, x'') AS BLOB),"
+            " CAST(group_concat(value, x'') AS BLOB) FROM cells" + where
+            + " GROUP BY row ORDER BY row", args)
+        cursor.arraysize = 1000
+        while batch := cursor.fetchmany():
+            yield from batch
+
+    def scan_newest(self, row_start: bytes, row_stop: bytes | None,
+                    family: str) -> Iterator[tuple[bytes, int]]:
+        """``(row, newest write time in ms of its family's cells)`` of each row of the range,
+        in two index seeks per row (a loose scan of the row keys, then the greatest ``ts`` of
+        the row in the ``cells_stamp`` index), however many cells the rows hold."""
+        self._settle()
+        bound = " AND row < :stop" if row_stop is not None else ""
+        cursor = self._db().execute(
+            "WITH RECURSIVE keys(row) AS ("
+            " SELECT (SELECT row FROM cells WHERE tbl = :tbl AND row >= :start" + bound
+            + " ORDER BY tbl, row LIMIT 1)"
+            " UNION ALL SELECT (SELECT row FROM cells WHERE tbl = :tbl AND row > keys.row"
+            + bound + " ORDER BY tbl, row LIMIT 1) FROM keys WHERE keys.row IS NOT NULL)"
+            " SELECT row, newest FROM (SELECT row, (SELECT max(ts) FROM cells WHERE tbl = :tbl"
+            " AND row = keys.row AND family = :family) AS newest FROM keys"
+            " WHERE row IS NOT NULL) WHERE newest IS NOT NULL",
+            {"tbl": self.name, "start": row_start, "stop": row_stop, "family": family})
+        cursor.arraysize = 1000
+        while batch := cursor.fetchmany():
+            yield from batch
+
+    def _packed_where(self, row_start: bytes, row_stop: bytes | None, family: str,
+                      qualifier_prefixes: Sequence[bytes]
+                      ) -> tuple[str, list[object]]:
+        sql = " WHERE tbl = ? AND row >= ? AND family = ?"
+        args: list[object] = [self.name, row_start, family]
+        if row_stop is not None:
+            sql += " AND row < ?"
+            args.append(row_stop)
+        terms = []
+        for prefix in qualifier_prefixes:
+            stop = prefix_stop(prefix)
+            terms.append("(qualifier >= ?" + (" AND qualifier < ?)" if stop else ")"))
+            args += [prefix, stop] if stop else [prefix]
+        return sql + " AND (" + (" OR ".join(terms) or "0") + ")", args
+
 
 def _split_qualified(column: bytes) -> tuple[str, bytes]:
     family, qualifier = split_column(column)

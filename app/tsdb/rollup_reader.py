@@ -9,7 +9,7 @@ that point is the exact answer.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -17,21 +17,26 @@ from app.engine.model import Series
 from app.query.ast import SubQuery
 from app.storage import codec
 from app.storage.base import Table
-from app.storage.codec import FLAG_BITS, FLAGS_MASK
-from app.storage.codec_rollup import AGGREGATOR_MASK, decode_rollup_cell, rollup_base_time
-from app.tsdb.hour_cache import CachedRow
-from app.tsdb.reader import SeriesReader, _SeriesRows
+from app.storage.codec_rollup import rollup_base_time
+from app.tsdb.hour_cache import CachedRow, cache_for
+from app.tsdb.reader import SeriesReader, StoredRow, _SeriesRows, _UidConstraint
 from app.tsdb.rollup_config import RollupInterval
+from app.tsdb.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
+
+# A (series, bucket) key: the series' index above these bits, the bucket's below.
+BUCKET_BITS = 32
+BUCKET_MASK = (1 << BUCKET_BITS) - 1
 
 
 class RollupReader(SeriesReader):
     """A :class:`SeriesReader` over one rollup table, producing bucket-combined series."""
 
-    cacheable = False  # its rows are not raw data rows
+    cacheable = False  # not the raw hour rows: its own key space in the cache (rollup_rows)
 
     def __init__(self, raw: SeriesReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
         super().__init__(raw.tsdb, raw.limits, raw.deadline)
+        self.use_cache = raw.use_cache
         self.table_name = table_name or interval.table
         assert raw.tsdb.rollup_config is not None
         self.interval = interval
@@ -56,64 +61,73 @@ class RollupReader(SeriesReader):
         last_s = rollup_base_time((end_ms - 1) // 1000, units, multiplier)
         return self.read_rows(sub, first_s, last_s)
 
+    def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
+                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None
+                   ) -> Iterator[tuple[bytes, StoredRow]]:
+        """The rows of the scan range, only the wanted aggregates' cells, through the hour
+        cache (``rollup_rows``)."""
+        ranges = [key_range for salt in self.layout.salt_prefixes()
+                  for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
+        rows = self._source().rows(ranges)
+        yield from (rows if keep is None else (row for row in rows if keep(row[0])))
+
+    def _source(self) -> RowSource:
+        assert self.value_id is not None
+        wanted = Wanted(self.value_id, self.aggregate, self.count_id)
+        cache = cache_for(self.tsdb) if self.use_cache else None
+        return RowSource(self.table(), wanted, self.interval.interval_s, self.row_span_s,
+                         self._base_time, self._series_key, cache)
+
+    def _series_key(self, key: bytes) -> bytes:
+        time_at = self.layout.salt_width + self.layout.metric_width
+        return key[:time_at] + key[time_at + 4:]
+
     def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
-        """All groups' cells decoded in one vectorised pass, combined per bucket."""
-        cells = _CellBatch()
-        for owner, group in enumerate(groups):
-            for key, row in group.rows:
-                assert not isinstance(row, CachedRow)
-                cells.add(owner, self._base_time(key), row)
-        owners, ts_ms, values, is_count = self._wanted(cells)
-        keep = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
-        owners, ts_ms, values, is_count = owners[keep], ts_ms[keep], values[keep], is_count[keep]
-        bucket = ts_ms - ts_ms % self.step_ms
-        order = np.lexsort((bucket, owners))
-        owners, bucket, values, is_count = owners[order], bucket[order], values[order], \
-            is_count[order]
-        first = np.flatnonzero(np.concatenate(
-            ([True], (np.diff(owners) != 0) | (np.diff(bucket) != 0)))) if owners.size else \
-            np.zeros(0, np.int64)
-        combined, present = self._combine(values, is_count, first)
-        owner_of, stamp = owners[first][present], bucket[first][present]
-        combined = combined[present]
-        cuts = np.searchsorted(owner_of, np.arange(len(groups) + 1))
-        return [codec.DecodedRow(stamp[a:b], combined[a:b], np.zeros(b - a, bool))
-                for a, b in zip(cuts[:-1].tolist(), cuts[1:].tolist())]
-
-    def _wanted(self, cells: _CellBatch) -> tuple[np.ndarray, np.ndarray, np.ndarray,
-                                                   np.ndarray]:
-        """``(owner, ts_ms, value, is_count)`` of the cells of the aggregates read."""
-        ids, prefixes, owners, ts_s, values = cells.decode(self.interval.interval_s)
-        wanted_value = ids == self.value_id
-        wanted_count = ids == self.count_id if self.count_id is not None else \
-            np.zeros(ids.size, bool)
-        if prefixes:  # the old "sum:" layout, rare: per cell
-            named = np.array([p == self.aggregate for p in prefixes], bool)
-            counted = np.array([p == "count" and self.count_id is not None
-                                for p in prefixes], bool)
-            legacy = ids < 0
-            wanted_value[legacy] = named
-            wanted_count[legacy] = counted
-        take = wanted_value | wanted_count
-        return owners[take], ts_s[take] * 1000, values[take], wanted_count[take]
-
-    def _combine(self, values: np.ndarray, is_count: np.ndarray,
-                 first: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """Per (series, bucket) run starting at ``first``: the combined value, and whether
-        the bucket has one (an average needs its count)."""
-        if first.size == 0:
-            return np.zeros(0), np.zeros(0, bool)
+        """All groups' cells combined per (series, bucket), each aggregate in one pass."""
+        rows = [self._rollup_row(key, row) for group in groups for key, row in group.rows]
+        owner_of = np.repeat(np.arange(len(groups), dtype=np.int64),
+                             [len(group.rows) for group in groups])
+        spans = np.array([row.spans for row in rows], np.int64).reshape(-1, 4)
+        keys, combined = self._reduce(owner_of, rows, spans[:, 0], spans[:, 1], self.combine)
         if self.combine == "avg":
-            sums = np.add.reduceat(np.where(is_count, 0.0, values), first)
-            counts = np.add.reduceat(np.where(is_count, values, 0.0), first)
-            has_sum = np.logical_or.reduceat(~is_count, first)
-            with np.errstate(divide="ignore", invalid="ignore"):
-                return sums / counts, has_sum & (counts > 0)
-        if self.combine == "min":
-            return np.minimum.reduceat(values, first), np.ones(first.size, bool)
-        if self.combine == "max":
-            return np.maximum.reduceat(values, first), np.ones(first.size, bool)
-        return np.add.reduceat(values, first), np.ones(first.size, bool)
+            count_keys, counts = self._reduce(owner_of, rows, spans[:, 2], spans[:, 3], "sum")
+            # A bucket needs its sum and a positive count.
+            count_keys, counts = np.append(count_keys, -1), np.append(counts, 0.0)
+            at = np.minimum(np.searchsorted(count_keys[:-1], keys), count_keys.size - 1)
+            found = (count_keys[at] == keys) & (counts[at] > 0)
+            keys, combined = keys[found], combined[found] / counts[at][found]
+        series_of = keys >> BUCKET_BITS
+        stamp = self.first_ms + (keys & BUCKET_MASK) * self.step_ms
+        cuts = np.searchsorted(series_of, np.arange(len(groups) + 1)).tolist()
+        return [codec.DecodedRow(stamp[a:b], combined[a:b], np.zeros(b - a, bool))
+                for a, b in zip(cuts[:-1], cuts[1:])]
+
+    def _reduce(self, owner_of: np.ndarray, rows: Sequence[RollupRow], starts: np.ndarray,
+                ends: np.ndarray, combine: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(key, value)`` per (series, bucket) over the rows' cells ``[starts, ends)``:
+        ``key`` the series index above ``BUCKET_BITS`` and the bucket's index from
+        ``first_ms`` below; ``value`` the bucket's cells combined (an average's sums are
+        summed)."""
+        owners = np.repeat(owner_of, ends - starts)
+        ts_ms, values = _runs(rows, starts, ends)
+        inside = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
+        key = (owners[inside] << BUCKET_BITS) | ((ts_ms[inside] - self.first_ms) // self.step_ms)
+        values = values[inside]
+        if key.size > 1 and not np.all(np.diff(key) >= 0):  # rows come in time order
+            order = np.argsort(key, kind="stable")
+            key, values = key[order], values[order]
+        if key.size == 0:
+            return key, values
+        first = np.flatnonzero(np.concatenate(([True], np.diff(key) != 0)))
+        ufunc = {"min": np.minimum, "max": np.maximum}.get(combine, np.add)
+        return key[first], ufunc.reduceat(values, first)
+
+    def _rollup_row(self, key: bytes, row: StoredRow) -> RollupRow:
+        """A row from the scan, or one fetched by key (explicit tags, TSUIDs) decoded."""
+        if isinstance(row, RollupRow):
+            return row
+        assert not isinstance(row, CachedRow)
+        return self._source().decode([packed_from_cells(key, row)], keep=False)[0][1]
 
     def _series(self, group: _SeriesRows, tags: dict[str, str],
                 decoded: codec.DecodedRow) -> Series:
@@ -134,66 +148,20 @@ class PreAggregateReader(SeriesReader):
         return self.tsdb.table(self.table_name)
 
 
-class _CellBatch:
-    """The cells of many rollup rows, gathered for one vectorised decode."""
-
-    def __init__(self) -> None:
-        self.columns: list[bytes] = []
-        self.values: list[bytes] = []
-        self.owners: list[int] = []
-        self.bases: list[int] = []
-
-    def add(self, owner: int, base_s: int, row: dict[bytes, bytes]) -> None:
-        self.columns += row.keys()
-        self.values += row.values()
-        self.owners += [owner] * len(row)
-        self.bases += [base_s] * len(row)
-
-    def decode(self, interval_s: int) -> tuple[np.ndarray, list[str], np.ndarray, np.ndarray,
-                                               np.ndarray]:
-        """``(aggregator ID or -1, prefixes of the -1 ones, owner, ts_s, value)`` per cell;
-        cells that are neither layout are dropped."""
-        count = len(self.columns)
-        owners = np.asarray(self.owners, np.int64)
-        bases = np.asarray(self.bases, np.int64)
-        col_len = np.fromiter(map(len, self.columns), np.int64, count)
-        val_len = np.fromiter(map(len, self.values), np.int64, count)
-        col_buf = np.frombuffer(b"".join(self.columns), np.uint8)
-        val_buf = np.frombuffer(b"".join(self.values), np.uint8)
-        col_at = np.cumsum(col_len) - col_len
-        val_at = np.cumsum(val_len) - val_len
-        modern = (col_len == 5) & (val_len > 0)  # "t:" + id + 2 bytes
-        ids = np.full(count, -2, np.int64)
-        words = np.zeros(count, np.int64)
-        at = col_at[modern]
-        ids[modern] = col_buf[at + 2] & AGGREGATOR_MASK
-        words[modern] = (col_buf[at + 3].astype(np.int64) << 8) | col_buf[at + 4]
-        ts_s = bases + (words >> FLAG_BITS) * interval_s
-        values = _values(val_buf, val_at, val_len, words & FLAGS_MASK, modern)
-        prefixes: list[str] = []
-        for i in np.flatnonzero(~modern & (col_len > 5)).tolist():
-            cell = decode_rollup_cell(self.columns[i][2:], self.values[i],
-                                      int(bases[i]), interval_s)
-            if cell is not None and cell.prefix is not None:
-                ids[i], ts_s[i], values[i] = -1, cell.ts_ms // 1000, cell.value
-                prefixes.append(cell.prefix)
-        keep = ids >= -1
-        return ids[keep], prefixes, owners[keep], ts_s[keep], values[keep]
-
-
-def _values(buf: np.ndarray, at: np.ndarray, size: np.ndarray, flags: np.ndarray,
-            mask: np.ndarray) -> np.ndarray:
-    """Values as raw points store them: the last ``(flags & 7) + 1`` bytes, big-endian,
-    a float when ``flags & 8``; NaN where the cell is malformed."""
-    out = np.full(at.size, np.nan)
-    width = (flags & 0x7) + 1
-    for is_float, length, dtype in ((False, 1, "i1"), (False, 2, ">i2"), (False, 4, ">i4"),
-                                    (False, 8, ">i8"), (True, 4, ">f4"), (True, 8, ">f8")):
-        pick = mask & (width == length) & (((flags & 0x8) != 0) == is_float)
-        pick &= size >= length
-        if not pick.any():
-            continue
-        start = at[pick] + size[pick] - length
-        raw = buf[start[:, None] + np.arange(length)]
-        out[pick] = np.ascontiguousarray(raw).view(dtype).ravel().astype(np.float64)
-    return out
+def _runs(rows: Sequence[RollupRow], starts: np.ndarray,
+          ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The rows' cells ``[start, end)`` joined, ``(ts_ms, values)``: rows that lie side by
+    side in one read's arrays (the rows of a read, cached or not, come in that order) are
+    taken as one slice."""
+    if not rows:
+        return np.zeros(0, np.int64), np.zeros(0)
+    owner = np.array([id(row.decoded) for row in rows], np.int64)
+    breaks = np.flatnonzero((owner[1:] != owner[:-1]) | (starts[1:] != ends[:-1])) + 1
+    firsts = [0, *breaks.tolist()]
+    lasts = [*(breaks - 1).tolist(), len(rows) - 1]
+    slices = [(rows[f].decoded, int(starts[f]), int(ends[e])) for f, e in zip(firsts, lasts)]
+    if len(slices) == 1:
+        d, a, b = slices[0]
+        return d.ts_ms[a:b], d.values[a:b]
+    return (np.concatenate([d.ts_ms[a:b] for d, a, b in slices]),
+            np.concatenate([d.values[a:b] for d, a, b in slices]))

@@ -5,6 +5,8 @@ the rollup tables are filled from the same points (``compute_rollups``) before t
 every downsample the planner can answer exactly is answered from rollups, and must still
 match. Annotations live in raw rows only, so cases expecting them in rolled-up hours are the
 one documented departure (OpenTSDB 2.4 drops them on rollup reads too) and are listed here.
+Each case is then asked twice more with the hour cache's clock moved on, so the rollup rows
+read are kept and then answered from the cache: the same bytes again.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from app.tsdb.planner import rollup_horizon_ms
 from app.tsdb.rollups import compute_rollups
 from tests.functional.test_query_cases import (
     _points,
+    assert_same_when_warm,
     expand,
     load_cases,
     load_points,
@@ -61,3 +64,5 @@ def test_query_case_with_rollups(case: dict[str, Any], tsd_config: dict[str, Any
     if "body" in expected:
         found = mismatch(body, expand(expected["body"], now_s))
         assert found is None, found
+    if response.status_code == 200:
+        assert_same_when_warm(client, case, text, request)  # rollup rows from the cache
