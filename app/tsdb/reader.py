@@ -217,7 +217,7 @@ class SeriesReader:
     def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                    narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
                    named: Callable[[bytes], bool] | None = None
-                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
+                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
         on), and the others as storage streams them."""
         ranges = [key_range for salt in self.layout.salt_prefixes()

@@ -62,14 +62,16 @@ class RollupReader(SeriesReader):
         return self.read_rows(sub, first_s, last_s)
 
     def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
-                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None
-                   ) -> Iterator[tuple[bytes, StoredRow]]:
+                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
+                   named: Callable[[bytes], bool] | None = None
+                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range, only the wanted aggregates' cells, through the hour
-        cache (``rollup_rows``)."""
+        cache (``rollup_rows``): every row comes in the stream (cached ones as
+        :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
         ranges = [key_range for salt in self.layout.salt_prefixes()
                   for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
         rows = self._source().rows(ranges)
-        yield from (rows if keep is None else (row for row in rows if keep(row[0])))
+        return [], (rows if keep is None else (row for row in rows if keep(row[0])))
 
     def _source(self) -> RowSource:
         assert self.value_id is not None

@@ -44,7 +44,7 @@ Packed = tuple[bytes, int, int, bytes, bytes]
 """``(row, cells, newest write time in ms, qualifiers joined, values joined)``."""
 
 
-@dataclass(frozen=True, eq=False)
+@dataclass(eq=False)
 class RollupRow(CachedRow):
     """One rollup row's cells of the aggregates read. ``decoded`` holds the cells of every
     row of one read, value aggregate (``sum``, ``min``, ...) first, row after row, then the
@@ -229,7 +229,8 @@ class RowSource:
         n = len(rows)
         stamps = [self._stamp(row) for row in rows]
         return [(row[0], RollupRow(stamps[i], whole, _weight(row), block,
-                                   (cuts[i], cuts[i + 1], cuts[n + i], cuts[n + i + 1]), keep))
+                                   spans=(cuts[i], cuts[i + 1], cuts[n + i], cuts[n + i + 1]),
+                                   kept=keep))
                 for i, row in enumerate(rows) if good[i]]
 
     def _decode_cells(self, row: Packed) -> RollupRow:
@@ -255,7 +256,7 @@ class RowSource:
                            np.array([p[2] for p in points], bool))
         split = len(picked[0])
         return RollupRow(self._stamp(row), whole, _weight(row), None,
-                         (0, split, split, len(points)), False)
+                         spans=(0, split, split, len(points)), kept=False)
 
     def _kind(self, aggregator_id: int | None, prefix: str | None) -> int | None:
         if aggregator_id is not None:
