@@ -22,6 +22,8 @@ from app.engine.model import Series
 from app.errors import BadRequestError, TsdbError
 from app.query.ast import SubQuery
 from app.storage import codec_rollup
+from app.storage.base import Table
+from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
 from app.tsdb.rollup_lease import RollupLease
@@ -274,10 +276,35 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
                     rows = rollup_cells(series, interval, rollups.aggregation_ids,
                                         time_start)
                     table.put_many(sorted(rows.items()))
+                    drop_other_widths(table, rows)
                     stats.series += 1
                     stats.points_read += int(series.ts_ms.size)
                     stats.cells_written += sum(len(cells) for cells in rows.values())
     return stats
+
+
+def _slot(qualifier: bytes) -> tuple[int, int] | None:
+    """``(aggregator ID, offset)`` of a 3-byte rollup qualifier: the cell's place, whatever
+    its value's width and kind (the flags)."""
+    if len(qualifier) != 3:
+        return None
+    return qualifier[0], int.from_bytes(qualifier[1:], "big") >> FLAG_BITS
+
+
+def drop_other_widths(table: Table, rows: Mapping[bytes, Mapping[bytes, bytes]]) -> None:
+    """Delete the cells a re-roll replaced under another qualifier.
+
+    The flags (value width, integer or float) are part of a rollup qualifier, so when a
+    late point changes an aggregate's width (a 1-byte ``sum`` becomes 2 bytes, or a float),
+    the new cell lands beside the old one, and both would be read (OpenTSDB fails on the
+    duplicate unless ``tsd.storage.fix_duplicates``). Written first, deleted after: a reader
+    never finds the place empty."""
+    written = {key: {_slot(column[2:]) for column in cells} for key, cells in rows.items()}
+    for key, cells in table.rows(sorted(rows), columns=[b"t"]):
+        stale = [column for column in cells
+                 if column not in rows[key] and _slot(column[2:]) in written[key]]
+        if stale:
+            table.delete(key, columns=stale)
 
 
 class RollupPass:

@@ -142,6 +142,20 @@ def test_queries_read_rollups_not_raw(rollup_client: FlaskClient, rollup_tsdb: T
                                                                str(DAY + 7200): 5.0}
 
 
+def test_rerolling_replaces_a_cell_whose_width_changed(rollup_client: FlaskClient,
+                                                       rollup_tsdb: TSDB) -> None:
+    writer = PointWriter(rollup_tsdb)
+    assert not any(writer.write([DataPoint("m", DAY, 5, {"host": "a"})]))
+    compute_rollups(rollup_tsdb, DAY, DAY + 3600)  # the first 10 minutes sum to 5: 1 byte
+    assert not any(writer.write([DataPoint("m", DAY + 10, 1000, {"host": "a"})]))
+    compute_rollups(rollup_tsdb, DAY, DAY + 3600)  # now 1005: 2 bytes, flags 0x1
+    sum_id = rollup_tsdb.rollup_config.aggregation_ids["sum"]
+    sums = [(column, value) for _, column, value in _cells(rollup_tsdb, "tsdb-rollup-10m")
+            if column[2] == sum_id]
+    assert sums == [(b"t:" + bytes([sum_id]) + b"\x00\x01", b"\x03\xed")]
+    assert _query(rollup_client, "sum:10m-sum:m")[0]["dps"] == {str(DAY): 1005}
+
+
 def test_usage_modes_when_rollups_are_missing(rollup_client: FlaskClient,
                                               rollup_tsdb: TSDB) -> None:
     _load_hours(rollup_tsdb)
