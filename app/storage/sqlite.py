@@ -230,17 +230,26 @@ class SqliteTable:
                     family: str) -> Iterator[tuple[bytes, int, int]]:
         """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range:
         what the hour cache validates a decoded row with, without reading values."""
+        cursor = self._range_query("SELECT row, count(*), max(ts)", row_start, row_stop,
+                                   family, " GROUP BY row ORDER BY row")
+        while batch := cursor.fetchmany():
+            yield from batch
+
+    def _range_query(self, select: str, row_start: bytes, row_stop: bytes | None,
+                     family: str, tail: str, head_args: Sequence[object] = ()
+                     ) -> sqlite3.Cursor:
+        """``select`` over the cells of ``family`` in ``[row_start, row_stop)``, then
+        ``tail`` (grouping, order), on the settled table; ``head_args`` bind ``select``'s
+        parameters."""
         self._settle()
-        sql = ("SELECT row, count(*), max(ts) FROM cells WHERE tbl = ? AND row >= ?"
-               " AND family = ?")
-        args: list[object] = [self.name, row_start, family]
+        sql = select + " FROM cells WHERE tbl = ? AND row >= ? AND family = ?"
+        args: list[object] = [*head_args, self.name, row_start, family]
         if row_stop is not None:
             sql += " AND row < ?"
             args.append(row_stop)
-        cursor = self._db().execute(sql + " GROUP BY row ORDER BY row", args)
+        cursor = self._db().execute(sql + tail, args)
         cursor.arraysize = 1000
-        while batch := cursor.fetchmany():
-            yield from batch
+        return cursor
 
     def put(self, row: bytes, data: Mapping[bytes, bytes]) -> None:
         self.put_many([(row, data)])
@@ -302,15 +311,8 @@ class SqliteTable:
         ``family`` in the range: values and write times read by one statement, so one
         snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
         bytes: per cell its row key, column name and value (the query byte limit's weight)."""
-        self._settle()
-        sql = ("SELECT row, qualifier, value, ts FROM cells WHERE tbl = ? AND row >= ?"
-               " AND family = ?")
-        args: list[object] = [self.name, row_start, family]
-        if row_stop is not None:
-            sql += " AND row < ?"
-            args.append(row_stop)
-        cursor = self._db().execute(sql + " ORDER BY row, qualifier", args)
-        cursor.arraysize = 1000
+        cursor = self._range_query("SELECT row, qualifier, value, ts", row_start, row_stop,
+                                   family, " ORDER BY row, qualifier")
         prefix = family.encode() + b":"
         current: bytes | None = None
         cells: Row = {}
@@ -334,17 +336,10 @@ class SqliteTable:
         """:meth:`scan_stamps` and each row's stored bytes (row key, column name and value
         per cell, as the query byte limit weighs them), still without reading the values
         (their lengths are in the records)."""
-        self._settle()
-        # "family:" before each qualifier
-        sql = ("SELECT row, count(*), max(ts),"
-               " sum(length(row) + ? + length(qualifier) + length(value))"
-               " FROM cells WHERE tbl = ? AND row >= ? AND family = ?")
-        args: list[object] = [len(family) + 1, self.name, row_start, family]
-        if row_stop is not None:
-            sql += " AND row < ?"
-            args.append(row_stop)
-        cursor = self._db().execute(sql + " GROUP BY row ORDER BY row", args)
-        cursor.arraysize = 1000
+        cursor = self._range_query(
+            "SELECT row, count(*), max(ts), sum(length(row) + ? + length(qualifier)"
+            " + length(value))", row_start, row_stop, family, " GROUP BY row ORDER BY row",
+            head_args=[len(family) + 1])  # "family:" before each qualifier
         while batch := cursor.fetchmany():
             yield from batch
 
