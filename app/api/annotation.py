@@ -32,7 +32,6 @@ from app.tsdb.annotation_model import Note, NoteRequest, note_from_json, set_fie
 METHODS = ["GET", "POST", "PUT", "DELETE"]
 OVERRIDES = {"get", "post", "put", "delete"}
 DEFAULT_LIST_LIMIT = 1000
-MAX_LIST_LIMIT = 100_000
 
 
 def get_tsdb() -> TSDB:
@@ -245,14 +244,6 @@ def _flag(name: str, default: bool) -> bool:
     return value.strip().lower() not in ("false", "0", "no", "off")
 
 
-def _limit() -> int:
-    text = request.args.get("limit", str(DEFAULT_LIST_LIMIT))
-    if not text.isdigit() or not 0 < int(text) <= MAX_LIST_LIMIT:
-        raise BadRequestError(f"Invalid limit: {text}",
-                              f"limit must be an integer from 1 to {MAX_LIST_LIMIT}")
-    return int(text)
-
-
 def _selected_notes(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
     notes: dict[tuple[str, int], Note] = {}
     if _flag("global", True):
@@ -282,14 +273,8 @@ def annotation_list() -> Response:
     end_ms = now_ms() if end_ms < 0 else end_ms
     if end_ms < start_ms:
         raise BadRequestError("The end timestamp cannot be less than the start timestamp")
-    limit = _limit()
+    limit = store.listing_limit(request.args.get("limit", str(DEFAULT_LIST_LIMIT)))
     tsdb = get_tsdb()
     notes = _selected_notes(tsdb, start_ms, end_ms)
-    text = request.args.get("q", "").strip()
-    if text:
-        notes = [note for note in notes if note.matches_text(text)]
-    kept = notes[:limit]
-    store.describe_series(tsdb, kept)
-    return json_response({"start": start_ms, "end": end_ms, "total": len(notes),
-                          "truncated": len(notes) > limit,
-                          "annotations": [note.listing_json() for note in kept]})
+    return json_response(store.listing(tsdb, notes, start_ms, end_ms,
+                                       request.args.get("q", "").strip(), limit))

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
 
 from app.errors import BadRequestError, NoSuchUniqueId, TsdbError
 from app.query.ast import Filter
@@ -269,6 +270,31 @@ def describe_series(tsdb: TSDB, notes: Iterable[Note]) -> None:
                 continue
             if tags is not None:
                 note.series = {"metric": metric, "tags": tags}
+
+
+MAX_LISTED = 100_000  # the most notes one listing may ask for (``limit``)
+
+
+def listing_limit(text: str) -> int:
+    """A listing's ``limit`` argument: an integer from 1 to :data:`MAX_LISTED`."""
+    if not text.isdigit() or not 0 < int(text) <= MAX_LISTED:
+        raise BadRequestError(f"Invalid limit: {text}",
+                              f"limit must be an integer from 1 to {MAX_LISTED}")
+    return int(text)
+
+
+def listing(tsdb: TSDB, notes: Sequence[Note], start_ms: int, end_ms: int, text: str,
+            limit: int) -> dict[str, Any]:
+    """The answer of a note listing (``/api/annotation/list``, the UI's all-series view):
+    the notes containing ``text`` (case-insensitive; all when empty), the first ``limit``
+    of them with their series described, and how many there were."""
+    if text:
+        notes = [note for note in notes if note.matches_text(text)]
+    kept = list(notes[:limit])
+    describe_series(tsdb, kept)
+    return {"start": start_ms, "end": end_ms, "total": len(notes),
+            "truncated": len(notes) > limit,
+            "annotations": [note.listing_json() for note in kept]}
 
 
 def _order(note: Note) -> tuple[int, str]:

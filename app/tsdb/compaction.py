@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 from app.storage import codec
 from app.storage.base import Row, Table
+from app.tsdb.background import run_every
 
 log = logging.getLogger(__name__)
 
@@ -121,18 +122,12 @@ class CompactionQueue:
 
 
 def run_in_background(queue: CompactionQueue, interval_s: int) -> threading.Thread:
-    """A daemon thread flushing ``queue`` every ``interval_s`` seconds; errors are logged."""
-    def loop() -> None:
-        while True:
-            time.sleep(interval_s)
-            try:
-                stats = queue.flush()
-                if stats.rows_compacted:
-                    log.info("compacted %d rows (%d cells)", stats.rows_compacted,
-                             stats.cells_merged)
-            except Exception:  # a failed pass must not kill the thread; the next one retries
-                log.exception("background compaction failed")
+    """Flush ``queue`` every ``interval_s`` seconds, the first time after one interval (a
+    worker's queue starts empty)."""
+    def flush() -> str | None:
+        stats = queue.flush()
+        if not stats.rows_compacted:
+            return None
+        return f"compacted {stats.rows_compacted} rows ({stats.cells_merged} cells)"
 
-    thread = threading.Thread(target=loop, name="pytsd-compaction", daemon=True)
-    thread.start()
-    return thread
+    return run_every("compaction", interval_s, flush, wait_first=True)

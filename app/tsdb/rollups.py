@@ -25,6 +25,7 @@ from app.storage import codec_rollup
 from app.storage.base import Table
 from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
+from app.tsdb.background import run_every
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
 from app.tsdb.rollup_lease import RollupLease
 from app.tsdb.writer import DataPoint, PointWriter, parse_point
@@ -347,18 +348,12 @@ class RollupPass:
 
 
 def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threading.Thread:
-    """A daemon thread running ``rollup_pass`` every ``interval_s`` seconds; errors logged."""
-    def loop() -> None:
-        while True:
-            try:
-                stats = rollup_pass.run_once()
-                if stats.cells_written:
-                    log.info("rolled up %d points into %d cells", stats.points_read,
-                             stats.cells_written)
-            except Exception:  # a failed pass must not kill the thread; the next one retries
-                log.exception("background rollup failed")
-            time.sleep(interval_s)
+    """Run ``rollup_pass`` now (hours closed while no worker ran are due), then every
+    ``interval_s`` seconds."""
+    def roll() -> str | None:
+        stats = rollup_pass.run_once()
+        if not stats.cells_written:
+            return None
+        return f"rolled up {stats.points_read} points into {stats.cells_written} cells"
 
-    thread = threading.Thread(target=loop, name="pytsd-rollups", daemon=True)
-    thread.start()
-    return thread
+    return run_every("rollups", interval_s, roll, wait_first=False)

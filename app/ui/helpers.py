@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import time
-from typing import Any
 from urllib.parse import urlsplit
 
 from flask import Response, current_app, jsonify, request
@@ -27,7 +26,6 @@ from app.tsdb import TSDB
 from app.tsdb.annotation_model import Note
 from app.ui import bp
 
-MAX_NOTES = 100_000
 DEFAULT_NOTES = 5000
 
 
@@ -67,14 +65,6 @@ def _time_arg(name: str, now_ms: int, default: int | None = None) -> int:
     return parse_time(text, now_ms, current_app.config["TSD"]["tsd.core.timezone"])
 
 
-def _limit() -> int:
-    text = request.args.get("limit", str(DEFAULT_NOTES))
-    if not text.isdigit() or not 0 < int(text) <= MAX_NOTES:
-        raise BadRequestError(f"Invalid limit: {text}",
-                              f"limit must be an integer from 1 to {MAX_NOTES}")
-    return int(text)
-
-
 def every_note(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
     """Global notes and the notes of every series of every metric, sorted by start."""
     notes = list(store.global_notes(tsdb, start_ms, end_ms))
@@ -91,15 +81,7 @@ def notes() -> Response:
     end_ms = _time_arg("end", now_ms, now_ms)
     if end_ms < start_ms:
         raise BadRequestError("The end timestamp cannot be less than the start timestamp")
-    limit = _limit()
+    limit = store.listing_limit(request.args.get("limit", str(DEFAULT_NOTES)))
     tsdb = _tsdb()
-    found = every_note(tsdb, start_ms, end_ms)
-    text = request.args.get("q", "").strip()
-    if text:
-        found = [note for note in found if note.matches_text(text)]
-    kept = found[:limit]
-    store.describe_series(tsdb, kept)
-    body: dict[str, Any] = {"start": start_ms, "end": end_ms, "total": len(found),
-                            "truncated": len(found) > limit,
-                            "annotations": [note.listing_json() for note in kept]}
-    return jsonify(body)
+    return jsonify(store.listing(tsdb, every_note(tsdb, start_ms, end_ms), start_ms, end_ms,
+                                 request.args.get("q", "").strip(), limit))
