@@ -30,7 +30,8 @@ from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
-from app.tsdb import TSDB, hour_cache
+from app.storage.codec_decode import decode_stored_rows
+from app.tsdb import TSDB, hour_cache, parallel
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
@@ -468,30 +469,41 @@ class SeriesReader:
         for the allocator to recycle, which on this class of machine costs far less than fresh
         pages (and bounds peak memory).
         """
-        decoded: list[codec.DecodedRow] = []
-        chunk: list[_SeriesRows] = []
+        chunks: list[list[_SeriesRows]] = [[]]
         rows = 0
         for group in groups:
-            chunk.append(group)
+            chunks[-1].append(group)
             rows += len(group.rows)
             if rows >= DECODE_CHUNK_ROWS:
-                decoded += self._decode_counted(chunk)
-                chunk, rows = [], 0
-        return decoded + self._decode_counted(chunk)
+                chunks.append([])
+                rows = 0
+        if self._cache is None:
+            return [d for chunk in chunks for d in self._decode_counted(chunk)]
+        # The passes' rows read from storage are decoded ahead on the other core(s).
+        at = self.layout.salt_width + self.layout.metric_width
+        passes = parallel.ahead(lambda chunk: _decode_pass(_stored_rows(chunk), at), chunks)
+        try:
+            return [d for chunk, done in zip(chunks, passes)
+                    for d in self._decode_counted(chunk, done)]
+        finally:
+            passes.close()
 
-    def _decode_counted(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
-        """One decode pass, then the point limit and the deadline."""
-        decoded = self._decode_chunk(groups)
+    def _decode_counted(self, groups: Sequence[_SeriesRows],
+                        done: _Pass | None = None) -> list[codec.DecodedRow]:
+        """One decode pass (``done``: its stored rows decoded already), then the point limit
+        and the deadline."""
+        decoded = self._decode_chunk(groups, done)
         self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
         self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
         self.deadline.check(self._sub.index)
         return decoded
 
-    def _decode_chunk(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+    def _decode_chunk(self, groups: Sequence[_SeriesRows],
+                      done: _Pass | None = None) -> list[codec.DecodedRow]:
         if not groups:
             return []
         if self._cache is not None:
-            return self._decode_via_cache(groups)
+            return self._decode_via_cache(groups, done)
         # Without the cache every row is a stored one.
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cast(Row, cells)))
                  for j, group in enumerate(groups) for key, cells in group.rows]
@@ -508,12 +520,13 @@ class SeriesReader:
                                         merged.is_int[start:end]))
         return out
 
-    def _decode_via_cache(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+    def _decode_via_cache(self, groups: Sequence[_SeriesRows],
+                          done: _Pass | None = None) -> list[codec.DecodedRow]:
         """Each row's points from the cache or one vectorised pass over the others, joined
         per series; the closed rows read from storage are then kept."""
         rows = [row for group in groups for row in group.rows]
         stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
-        parts, starts, merged, refused = self._decode_fresh(stored)
+        parts, starts, merged, refused = self._decode_fresh(stored, done)
         sizes = [len(group.rows) for group in groups]
         if merged is not None and len(stored) == len(rows):
             # A cold pass: the series lie in order in the pass's arrays, which the cache
@@ -529,32 +542,24 @@ class SeriesReader:
             self._keep_rows(groups, rows, [d for d, _ in decoded], out, refused)
         return out
 
-    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
+    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]], done: _Pass | None = None
                       ) -> tuple[list[codec.DecodedRow], list[int], codec.DecodedRow | None,
                                  set[int]]:
-        """Rows read from storage decoded in one pass: each row's points (read-only views of
-        the pass's arrays, returned too, with where each row starts in them, unless
-        duplicates made rows decode one by one), and the rows not to keep (integers beyond
-        2**53 need their cells again)."""
-        if not rows:
+        """Rows read from storage decoded in one pass (``done``: by :func:`_decode_pass`
+        already): each row's points (read-only views of the pass's arrays, returned too,
+        with where each row starts in them, unless duplicates made rows decode one by one),
+        and the rows not to keep (integers beyond 2**53 need their cells again)."""
+        if done is None:
+            done = _decode_pass(rows, self.layout.salt_width + self.layout.metric_width)
+        if done is None:
             return [], [], None, set()
-        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
-                 for j, (key, cells) in enumerate(rows)]
-        merged = codec.decode_rows(batch)
+        merged, cuts, big = done
         if merged.has_duplicates:  # rare: decode row by row, keep none
             return ([self._decode_row(key, cells) for key, cells in rows], [], None,
                     set(range(len(rows))))
-        shift_ms = SERIES_SHIFT_S * 1000
-        cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
-        counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
-        merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
-        for array in (merged.ts_ms, merged.values, merged.is_int):
-            # The cache may keep these arrays and hand them to later queries as they are.
-            array.flags.writeable = False
         starts = [0, *cuts.tolist()]
         parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
                  for a, b in zip(starts, [*starts[1:], merged.ts_ms.size])]
-        big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
         return parts, starts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
     def _keep_pass(self, stored: Sequence[tuple[bytes, Row]], parts: Sequence[codec.DecodedRow],
@@ -563,10 +568,9 @@ class SeriesReader:
         block for all, when they are nearly all of it (else each series' rows are copied)."""
         cache = self._cache
         assert cache is not None
-        now_ms = hour_cache.clock_ms()
-        wanted = [j for j in range(len(stored))
-                  if j not in refused and self._keepable(stored[j], now_ms)]
-        kept_points = sum(len(parts[j]) for j in wanted)
+        wanted = self._keepable_rows(stored, refused)
+        sizes = np.diff(np.array([*starts, len(merged)], dtype=np.int64))
+        kept_points = int(sizes[wanted].sum())
         if kept_points * SHARED_BLOCK_SHARE < len(merged) * (SHARED_BLOCK_SHARE - 1):
             self._keep_copies(stored, parts, wanted)
             return
@@ -616,6 +620,26 @@ class SeriesReader:
             stored.append((key, cells))
             parts.append(part)
         self._keep_copies(stored, parts, wanted)
+
+    def _keepable_rows(self, stored: Sequence[tuple[bytes, Row]], refused: set[int]) -> list[int]:
+        """Which of a cold pass's rows may be kept: :meth:`_keepable` without a call per row
+        (a cold read asks for ~24,000 rows at once)."""
+        now_ms = hour_cache.clock_ms()
+        stamps, span_s = self._stamps, self.row_span_s
+        at = self.layout.salt_width + self.layout.metric_width
+        wanted = []
+        for j, (key, cells) in enumerate(stored):
+            stamp = stamps.get(key)
+            if (stamp is None or j in refused
+                    or not keepable(int.from_bytes(key[at:at + 4], "big"), span_s, stamp,
+                                    now_ms)):
+                continue
+            for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
+                if len(column) & 1 and codec.is_annotation_qualifier(column[2:]):
+                    break
+            else:
+                wanted.append(j)
+        return wanted
 
     def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
         key, cells = row
@@ -691,6 +715,42 @@ class SeriesReader:
             write_ts = {column[2:]: ts for column, ts in times.items()}
             decoded = codec.decode_row(base_time_s, data, write_ts)
         return decoded
+
+
+_Pass = tuple[codec.DecodedRow, np.ndarray, np.ndarray]
+"""A pass's decode: its points (rows one after the other, each in time order), where rows
+2.. start, and the points that are integers beyond 2**53."""
+
+
+def _stored_rows(groups: Sequence[_SeriesRows]) -> list[tuple[bytes, Row]]:
+    """The rows of ``groups`` read from storage (not from the cache), in order."""
+    return [(key, cells) for group in groups for key, cells in group.rows
+            if not isinstance(cells, CachedRow)]
+
+
+def _decode_pass(rows: Sequence[tuple[bytes, Row]], time_at: int) -> _Pass | None:
+    """Rows read from storage decoded in one vectorised pass; ``time_at``: where a row key's
+    base time starts. Pure (no reader state): it runs on a worker thread (``parallel``).
+
+    Row j's timestamps are shifted by ``j * SERIES_SHIFT_S`` seconds, so the decoder's sort
+    leaves the rows one after the other; the shift is then taken back.
+    """
+    if not rows:
+        return None
+    merged = decode_stored_rows(
+        ((int.from_bytes(key[time_at:time_at + 4], "big") + j * SERIES_SHIFT_S, cells)
+         for j, (key, cells) in enumerate(rows)), DATA_PREFIX)
+    shift_ms = SERIES_SHIFT_S * 1000
+    cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
+    if merged.has_duplicates:  # the reader decodes such a pass row by row
+        return merged, cuts, np.empty(0, np.int64)
+    counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
+    merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
+    for array in (merged.ts_ms, merged.values, merged.is_int):
+        # The cache may keep these arrays and hand them to later queries as they are.
+        array.flags.writeable = False
+    big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
+    return merged, cuts, big
 
 
 @dataclass(frozen=True)
