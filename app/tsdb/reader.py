@@ -31,7 +31,7 @@ from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
-from app.tsdb import TSDB, hour_cache, parallel
+from app.tsdb import TSDB, hour_cache
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
@@ -469,41 +469,30 @@ class SeriesReader:
         for the allocator to recycle, which on this class of machine costs far less than fresh
         pages (and bounds peak memory).
         """
-        chunks: list[list[_SeriesRows]] = [[]]
+        decoded: list[codec.DecodedRow] = []
+        chunk: list[_SeriesRows] = []
         rows = 0
         for group in groups:
-            chunks[-1].append(group)
+            chunk.append(group)
             rows += len(group.rows)
             if rows >= DECODE_CHUNK_ROWS:
-                chunks.append([])
-                rows = 0
-        if self._cache is None:
-            return [d for chunk in chunks for d in self._decode_counted(chunk)]
-        # The passes' rows read from storage are decoded ahead on the other core(s).
-        at = self.layout.salt_width + self.layout.metric_width
-        passes = parallel.ahead(lambda chunk: _decode_pass(_stored_rows(chunk), at), chunks)
-        try:
-            return [d for chunk, done in zip(chunks, passes)
-                    for d in self._decode_counted(chunk, done)]
-        finally:
-            passes.close()
+                decoded += self._decode_counted(chunk)
+                chunk, rows = [], 0
+        return decoded + self._decode_counted(chunk)
 
-    def _decode_counted(self, groups: Sequence[_SeriesRows],
-                        done: _Pass | None = None) -> list[codec.DecodedRow]:
-        """One decode pass (``done``: its stored rows decoded already), then the point limit
-        and the deadline."""
-        decoded = self._decode_chunk(groups, done)
+    def _decode_counted(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+        """One decode pass, then the point limit and the deadline."""
+        decoded = self._decode_chunk(groups)
         self.stats.points += sum(int(d.ts_ms.size) for d in decoded)
         self.limits.check_read(self._sub, self.stats.points, self.stats.bytes)
         self.deadline.check(self._sub.index)
         return decoded
 
-    def _decode_chunk(self, groups: Sequence[_SeriesRows],
-                      done: _Pass | None = None) -> list[codec.DecodedRow]:
+    def _decode_chunk(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         if not groups:
             return []
         if self._cache is not None:
-            return self._decode_via_cache(groups, done)
+            return self._decode_via_cache(groups)
         # Without the cache every row is a stored one.
         batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cast(Row, cells)))
                  for j, group in enumerate(groups) for key, cells in group.rows]
@@ -520,13 +509,12 @@ class SeriesReader:
                                         merged.is_int[start:end]))
         return out
 
-    def _decode_via_cache(self, groups: Sequence[_SeriesRows],
-                          done: _Pass | None = None) -> list[codec.DecodedRow]:
+    def _decode_via_cache(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
         """Each row's points from the cache or one vectorised pass over the others, joined
         per series; the closed rows read from storage are then kept."""
         rows = [row for group in groups for row in group.rows]
         stored = [(key, cells) for key, cells in rows if not isinstance(cells, CachedRow)]
-        parts, starts, merged, refused = self._decode_fresh(stored, done)
+        parts, starts, merged, refused = self._decode_fresh(stored)
         sizes = [len(group.rows) for group in groups]
         if merged is not None and len(stored) == len(rows):
             # A cold pass: the series lie in order in the pass's arrays, which the cache
@@ -542,15 +530,14 @@ class SeriesReader:
             self._keep_rows(groups, rows, [d for d, _ in decoded], out, refused)
         return out
 
-    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]], done: _Pass | None = None
+    def _decode_fresh(self, rows: Sequence[tuple[bytes, Row]]
                       ) -> tuple[list[codec.DecodedRow], list[int], codec.DecodedRow | None,
                                  set[int]]:
-        """Rows read from storage decoded in one pass (``done``: by :func:`_decode_pass`
-        already): each row's points (read-only views of the pass's arrays, returned too,
-        with where each row starts in them, unless duplicates made rows decode one by one),
-        and the rows not to keep (integers beyond 2**53 need their cells again)."""
-        if done is None:
-            done = _decode_pass(rows, self.layout.salt_width + self.layout.metric_width)
+        """Rows read from storage decoded in one pass: each row's points (read-only views of
+        the pass's arrays, returned too, with where each row starts in them, unless
+        duplicates made rows decode one by one), and the rows not to keep (integers beyond
+        2**53 need their cells again)."""
+        done = _decode_pass(rows, self.layout.salt_width + self.layout.metric_width)
         if done is None:
             return [], [], None, set()
         merged, cuts, big = done
@@ -722,15 +709,9 @@ _Pass = tuple[codec.DecodedRow, np.ndarray, np.ndarray]
 2.. start, and the points that are integers beyond 2**53."""
 
 
-def _stored_rows(groups: Sequence[_SeriesRows]) -> list[tuple[bytes, Row]]:
-    """The rows of ``groups`` read from storage (not from the cache), in order."""
-    return [(key, cells) for group in groups for key, cells in group.rows
-            if not isinstance(cells, CachedRow)]
-
-
 def _decode_pass(rows: Sequence[tuple[bytes, Row]], time_at: int) -> _Pass | None:
     """Rows read from storage decoded in one vectorised pass; ``time_at``: where a row key's
-    base time starts. Pure (no reader state): it runs on a worker thread (``parallel``).
+    base time starts.
 
     Row j's timestamps are shifted by ``j * SERIES_SHIFT_S`` seconds, so the decoder's sort
     leaves the rows one after the other; the shift is then taken back.

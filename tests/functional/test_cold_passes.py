@@ -1,6 +1,6 @@
-"""A cold read decoded in several passes, ahead on worker threads (``app.tsdb.parallel``),
-gives what a sequential read gives: the same series, the same rows kept, and the point limit
-stopping at the same pass with the same count. Both backends."""
+"""A cold read decoded in several passes (``reader.DECODE_CHUNK_ROWS``): every series in
+order with its own points, every closed row kept, and the point limit stopping after the pass
+that crosses it, with that pass's count. Both backends."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from app.errors import QueryLimitError
 from app.query.ast import SubQuery
 from app.query.limits import QueryLimits
-from app.tsdb import TSDB, hour_cache, parallel, reader
+from app.tsdb import TSDB, hour_cache, reader
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
@@ -42,10 +42,7 @@ def cold_read(tsdb: TSDB, limits: QueryLimits | None = None) -> list[tuple[str, 
     return [(s.tags["host"], s.values.tolist()) for s in series]
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_passes_decoded_ahead_give_every_series_in_order(
-        loaded: TSDB, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "THREADS", threads)
+def test_passes_give_every_series_in_order(loaded: TSDB) -> None:
     got = cold_read(loaded)
     assert got == [(host, [float(i * (h + 1)) for i in range(180)])
                    for h, host in enumerate(HOSTS)]
@@ -53,10 +50,7 @@ def test_passes_decoded_ahead_give_every_series_in_order(
     assert cache is not None and len(cache) == 15  # every closed row kept
 
 
-@pytest.mark.parametrize("threads", [1, 2])
-def test_the_point_limit_stops_at_the_same_pass(
-        loaded: TSDB, threads: int, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(parallel, "THREADS", threads)
+def test_the_point_limit_stops_after_the_pass_crossing_it(loaded: TSDB) -> None:
     # a pass is one series (3 rows, 180 points): the third pass crosses 400 points
     with pytest.raises(QueryLimitError, match=r"limit of 400 data points \(sub query 0 read 540\)"):
         cold_read(loaded, QueryLimits(data_points=400))
