@@ -441,9 +441,11 @@ class SeriesReader:
                 explicit_tags: bool) -> list[Series]:
         kept = self._matching(groups, filters, explicit_tags)
         # The rows of the series the query matched (what ``"delete": true`` deletes; such a
-        # query does not use the cache, so these are stored rows).
-        self.matched_rows = [(key, cells) for group, _ in kept for key, cells in group.rows
-                             if not isinstance(cells, CachedRow)]
+        # query does not use the cache, so these are stored rows). A cached read does not
+        # hold them: its kept rows' cells are let go pass by pass (``_decode_via_cache``).
+        self.matched_rows = [] if self._cache is not None else [
+            (key, cells) for group, _ in kept for key, cells in group.rows
+            if not isinstance(cells, CachedRow)]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
@@ -520,7 +522,7 @@ class SeriesReader:
             # A cold pass: the series lie in order in the pass's arrays, which the cache
             # may keep as they are (no copy).
             out = _sliced(merged, parts, sizes)
-            self._keep_pass(stored, parts, starts, merged, refused)
+            _release(groups, self._keep_pass(stored, parts, starts, merged, refused))
             return out
         fresh = iter(parts)
         decoded = [(cells.decoded, cells) if isinstance(cells, CachedRow) else (next(fresh), None)
@@ -550,31 +552,34 @@ class SeriesReader:
         return parts, starts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
     def _keep_pass(self, stored: Sequence[tuple[bytes, Row]], parts: Sequence[codec.DecodedRow],
-                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]) -> None:
+                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]
+                   ) -> dict[bytes, CachedRow]:
         """Keep the closed, settled rows of a cold pass as views of the pass's arrays, one
-        block for all, when they are nearly all of it (else each series' rows are copied)."""
+        block for all, when they are nearly all of it (else each series' rows are copied);
+        the entries kept, by row key."""
         cache = self._cache
         assert cache is not None
         wanted = self._keepable_rows(stored, refused)
         sizes = np.diff(np.array([*starts, len(merged)], dtype=np.int64))
         kept_points = int(sizes[wanted].sum())
         if kept_points * SHARED_BLOCK_SHARE < len(merged) * (SHARED_BLOCK_SHARE - 1):
-            self._keep_copies(stored, parts, wanted)
-            return
+            return self._keep_copies(stored, parts, wanted)
         block = hour_cache.Block(merged)
-        cache.put_many(self._cache_table, [
-            (stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
-                                     self._weights[stored[j][0]], block, starts[j]))
-            for j in wanted])
+        entries = [(stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
+                                            self._weights[stored[j][0]], block, starts[j]))
+                   for j in wanted]
+        cache.put_many(self._cache_table, entries)
+        return dict(entries)
 
     def _keep_copies(self, stored: Sequence[tuple[bytes, Row]],
-                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]) -> None:
+                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]
+                     ) -> dict[bytes, CachedRow]:
         """Keep ``wanted`` rows as views of one copy of their points (a view of the pass's
         arrays would keep the whole pass alive)."""
         cache = self._cache
         assert cache is not None
         if not wanted:
-            return
+            return {}
         block = _concatenated([parts[j] for j in wanted])
         for array in (block.ts_ms, block.values, block.is_int):
             array.flags.writeable = False
@@ -589,6 +594,7 @@ class SeriesReader:
                                            at)))
             at = end
         cache.put_many(self._cache_table, entries)
+        return dict(entries)
 
     def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
                    decoded: Sequence[codec.DecodedRow], out: Sequence[codec.DecodedRow],
@@ -702,6 +708,15 @@ class SeriesReader:
             write_ts = {column[2:]: ts for column, ts in times.items()}
             decoded = codec.decode_row(base_time_s, data, write_ts)
         return decoded
+
+
+def _release(groups: Sequence[_SeriesRows], kept: dict[bytes, CachedRow]) -> None:
+    """Each kept row's cells replaced by its kept entry, so the cells (~8 bytes per point)
+    are freed now, not when the whole read is done; a kept row has no note and no integer
+    beyond 2**53, so nothing after the decode needs its cells."""
+    if kept:
+        for group in groups:
+            group.rows = [(key, kept.get(key, cells)) for key, cells in group.rows]
 
 
 _Pass = tuple[codec.DecodedRow, np.ndarray, np.ndarray]
