@@ -146,7 +146,7 @@ def constant(value: Any, dtype: type, size: int) -> npt.NDArray[Any]:
     return np.broadcast_to(np.array(value, dtype=dtype), (size,))
 
 
-def _constant_of(array: npt.NDArray[Any]) -> Any | None:
+def constant_value(array: npt.NDArray[Any]) -> Any | None:
     """The one value of an array made by :func:`constant`, else None."""
     if array.ndim == 1 and array.size and array.strides == (0,):
         return array[0]
@@ -155,7 +155,7 @@ def _constant_of(array: npt.NDArray[Any]) -> Any | None:
 
 def _concatenated(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
     """``np.concatenate``, except that views of one same value stay one view."""
-    values = {_constant_of(a) if a.size else None for a in arrays if a.size}
+    values = {constant_value(a) if a.size else None for a in arrays if a.size}
     if len(values) == 1 and None not in values:
         return constant(values.pop(), arrays[0].dtype.type, sum(a.size for a in arrays))
     return np.concatenate(arrays)
