@@ -77,4 +77,8 @@ def query() -> Response:
         totals["serializationTime"] = round((time.perf_counter() - serialize_started) * 1000, 3)
         totals["processingPreWriteTime"] = outcome.summary["processingTimeMs"]
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
-    return Response(dumps_opentsdb(body), content_type=JSON_TYPE)
+    text = dumps_opentsdb(body)
+    # The series' dps texts add up to the whole answer: let them go before the answer is
+    # encoded, so at most two copies of it are alive (the text and its bytes), not three.
+    del body
+    return Response(text, content_type=JSON_TYPE)

@@ -141,6 +141,26 @@ def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
     return flat.with_mask((flat.ts_ms >= start_ms) & (flat.ts_ms < end_ms))
 
 
+def constant(value: Any, dtype: type, size: int) -> npt.NDArray[Any]:
+    """``size`` copies of ``value`` as a read-only view of one element (no memory per point)."""
+    return np.broadcast_to(np.array(value, dtype=dtype), (size,))
+
+
+def constant_value(array: npt.NDArray[Any]) -> Any | None:
+    """The one value of an array made by :func:`constant`, else None."""
+    if array.ndim == 1 and array.size and array.strides == (0,):
+        return array[0]
+    return None
+
+
+def _concatenated(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+    """``np.concatenate``, except that views of one same value stay one view."""
+    values = {constant_value(a) if a.size else None for a in arrays if a.size}
+    if len(values) == 1 and None not in values:
+        return constant(values.pop(), arrays[0].dtype.type, sum(a.size for a in arrays))
+    return np.concatenate(arrays)
+
+
 def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
     """One collection holding the series of ``pieces`` in order."""
     if len(pieces) == 1:
@@ -148,8 +168,8 @@ def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
     lengths = np.concatenate([p.lengths for p in pieces])
     return FlatSeries(np.concatenate([p.ts_ms for p in pieces]),
                       np.concatenate([p.values for p in pieces]),
-                      np.concatenate([p.longs for p in pieces]),
-                      np.concatenate([p.is_float for p in pieces]),
+                      _concatenated([p.longs for p in pieces]),
+                      _concatenated([p.is_float for p in pieces]),
                       np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
 
 

@@ -30,7 +30,7 @@ from app.engine.aggregators import (
     Interpolation,
     java_trunc_div,
 )
-from app.engine.flat import FlatSeries, ranges_to_index
+from app.engine.flat import FlatSeries, constant_value, ranges_to_index
 from app.engine.model import BoolArray, Float64Array, Int64Array
 from app.query.limits import NO_DEADLINE, Deadline
 
@@ -105,16 +105,20 @@ def merge_each(flat: FlatSeries, agg: Aggregator, *, rate: bool,
     if rate:
         emit[flat.offsets[:-1][flat.lengths > 0]] = False
     ints = np.zeros(len(flat.ts_ms), dtype=bool)
-    if not rate:
+    all_doubles = constant_value(flat.is_float)  # downsampled series: all doubles, one view
+    if not rate and not (all_doubles is not None and bool(all_doubles)):
         # isInteger: this point and the series' next one (if any) are integers.
         next_float = np.r_[flat.is_float[1:], False]
         next_float[flat.offsets[1:][flat.lengths > 0] - 1] = False
         ints = ~flat.is_float & ~next_float
     doubles = agg.run_double(flat.values[None, :], None)
     exact = np.zeros(len(doubles), dtype=np.int64)
+    values = doubles
     if ints.any():
         exact = np.where(ints, agg.run_long(flat.longs[None, :], None), 0)
-    values = np.where(ints, exact.astype(np.float64), doubles)
+        values = np.where(ints, exact.astype(np.float64), doubles)
+    if emit.all():  # every point is emitted: no copies
+        return Merged(flat.ts_ms, values, ints, exact), flat.offsets
     kept_before = np.concatenate(([0], np.cumsum(emit))).astype(np.int64)
     merged = Merged(flat.ts_ms[emit], values[emit], ints[emit], exact[emit])
     return merged, kept_before[flat.offsets]

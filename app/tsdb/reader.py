@@ -30,6 +30,7 @@ from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
+from app.storage.codec_decode import decode_stored_rows
 from app.tsdb import TSDB, hour_cache
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
@@ -440,9 +441,11 @@ class SeriesReader:
                 explicit_tags: bool) -> list[Series]:
         kept = self._matching(groups, filters, explicit_tags)
         # The rows of the series the query matched (what ``"delete": true`` deletes; such a
-        # query does not use the cache, so these are stored rows).
-        self.matched_rows = [(key, cells) for group, _ in kept for key, cells in group.rows
-                             if not isinstance(cells, CachedRow)]
+        # query does not use the cache, so these are stored rows). A cached read does not
+        # hold them: its kept rows' cells are let go pass by pass (``_decode_via_cache``).
+        self.matched_rows = [] if self._cache is not None else [
+            (key, cells) for group, _ in kept for key, cells in group.rows
+            if not isinstance(cells, CachedRow)]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
@@ -519,7 +522,7 @@ class SeriesReader:
             # A cold pass: the series lie in order in the pass's arrays, which the cache
             # may keep as they are (no copy).
             out = _sliced(merged, parts, sizes)
-            self._keep_pass(stored, parts, starts, merged, refused)
+            _release(groups, self._keep_pass(stored, parts, starts, merged, refused))
             return out
         fresh = iter(parts)
         decoded = [(cells.decoded, cells) if isinstance(cells, CachedRow) else (next(fresh), None)
@@ -536,54 +539,47 @@ class SeriesReader:
         the pass's arrays, returned too, with where each row starts in them, unless
         duplicates made rows decode one by one), and the rows not to keep (integers beyond
         2**53 need their cells again)."""
-        if not rows:
+        done = _decode_pass(rows, self.layout.salt_width + self.layout.metric_width)
+        if done is None:
             return [], [], None, set()
-        batch = [(self._base_time(key) + j * SERIES_SHIFT_S, _data_cells(cells))
-                 for j, (key, cells) in enumerate(rows)]
-        merged = codec.decode_rows(batch)
+        merged, cuts, big = done
         if merged.has_duplicates:  # rare: decode row by row, keep none
             return ([self._decode_row(key, cells) for key, cells in rows], [], None,
                     set(range(len(rows))))
-        shift_ms = SERIES_SHIFT_S * 1000
-        cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
-        counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
-        merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
-        for array in (merged.ts_ms, merged.values, merged.is_int):
-            # The cache may keep these arrays and hand them to later queries as they are.
-            array.flags.writeable = False
         starts = [0, *cuts.tolist()]
         parts = [codec.DecodedRow(merged.ts_ms[a:b], merged.values[a:b], merged.is_int[a:b])
                  for a, b in zip(starts, [*starts[1:], merged.ts_ms.size])]
-        big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
         return parts, starts, merged, set(np.searchsorted(cuts, big, side="right").tolist())
 
     def _keep_pass(self, stored: Sequence[tuple[bytes, Row]], parts: Sequence[codec.DecodedRow],
-                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]) -> None:
+                   starts: Sequence[int], merged: codec.DecodedRow, refused: set[int]
+                   ) -> dict[bytes, CachedRow]:
         """Keep the closed, settled rows of a cold pass as views of the pass's arrays, one
-        block for all, when they are nearly all of it (else each series' rows are copied)."""
+        block for all, when they are nearly all of it (else each series' rows are copied);
+        the entries kept, by row key."""
         cache = self._cache
         assert cache is not None
-        now_ms = hour_cache.clock_ms()
-        wanted = [j for j in range(len(stored))
-                  if j not in refused and self._keepable(stored[j], now_ms)]
-        kept_points = sum(len(parts[j]) for j in wanted)
+        wanted = self._keepable_rows(stored, refused)
+        sizes = np.diff(np.array([*starts, len(merged)], dtype=np.int64))
+        kept_points = int(sizes[wanted].sum())
         if kept_points * SHARED_BLOCK_SHARE < len(merged) * (SHARED_BLOCK_SHARE - 1):
-            self._keep_copies(stored, parts, wanted)
-            return
+            return self._keep_copies(stored, parts, wanted)
         block = hour_cache.Block(merged)
-        cache.put_many(self._cache_table, [
-            (stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
-                                     self._weights[stored[j][0]], block, starts[j]))
-            for j in wanted])
+        entries = [(stored[j][0], CachedRow(self._stamps[stored[j][0]], parts[j],
+                                            self._weights[stored[j][0]], block, starts[j]))
+                   for j in wanted]
+        cache.put_many(self._cache_table, entries)
+        return dict(entries)
 
     def _keep_copies(self, stored: Sequence[tuple[bytes, Row]],
-                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]) -> None:
+                     parts: Sequence[codec.DecodedRow], wanted: Sequence[int]
+                     ) -> dict[bytes, CachedRow]:
         """Keep ``wanted`` rows as views of one copy of their points (a view of the pass's
         arrays would keep the whole pass alive)."""
         cache = self._cache
         assert cache is not None
         if not wanted:
-            return
+            return {}
         block = _concatenated([parts[j] for j in wanted])
         for array in (block.ts_ms, block.values, block.is_int):
             array.flags.writeable = False
@@ -598,6 +594,7 @@ class SeriesReader:
                                            at)))
             at = end
         cache.put_many(self._cache_table, entries)
+        return dict(entries)
 
     def _keep_rows(self, groups: Sequence[_SeriesRows], rows: Sequence[tuple[bytes, StoredRow]],
                    decoded: Sequence[codec.DecodedRow], out: Sequence[codec.DecodedRow],
@@ -616,6 +613,26 @@ class SeriesReader:
             stored.append((key, cells))
             parts.append(part)
         self._keep_copies(stored, parts, wanted)
+
+    def _keepable_rows(self, stored: Sequence[tuple[bytes, Row]], refused: set[int]) -> list[int]:
+        """Which of a cold pass's rows may be kept: :meth:`_keepable` without a call per row
+        (a cold read asks for ~24,000 rows at once)."""
+        now_ms = hour_cache.clock_ms()
+        stamps, span_s = self._stamps, self.row_span_s
+        at = self.layout.salt_width + self.layout.metric_width
+        wanted = []
+        for j, (key, cells) in enumerate(stored):
+            stamp = stamps.get(key)
+            if (stamp is None or j in refused
+                    or not keepable(int.from_bytes(key[at:at + 4], "big"), span_s, stamp,
+                                    now_ms)):
+                continue
+            for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
+                if len(column) & 1 and codec.is_annotation_qualifier(column[2:]):
+                    break
+            else:
+                wanted.append(j)
+        return wanted
 
     def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
         key, cells = row
@@ -691,6 +708,45 @@ class SeriesReader:
             write_ts = {column[2:]: ts for column, ts in times.items()}
             decoded = codec.decode_row(base_time_s, data, write_ts)
         return decoded
+
+
+def _release(groups: Sequence[_SeriesRows], kept: dict[bytes, CachedRow]) -> None:
+    """Each kept row's cells replaced by its kept entry, so the cells (~8 bytes per point)
+    are freed now, not when the whole read is done; a kept row has no note and no integer
+    beyond 2**53, so nothing after the decode needs its cells."""
+    if kept:
+        for group in groups:
+            group.rows = [(key, kept.get(key, cells)) for key, cells in group.rows]
+
+
+_Pass = tuple[codec.DecodedRow, np.ndarray, np.ndarray]
+"""A pass's decode: its points (rows one after the other, each in time order), where rows
+2.. start, and the points that are integers beyond 2**53."""
+
+
+def _decode_pass(rows: Sequence[tuple[bytes, Row]], time_at: int) -> _Pass | None:
+    """Rows read from storage decoded in one vectorised pass; ``time_at``: where a row key's
+    base time starts.
+
+    Row j's timestamps are shifted by ``j * SERIES_SHIFT_S`` seconds, so the decoder's sort
+    leaves the rows one after the other; the shift is then taken back.
+    """
+    if not rows:
+        return None
+    merged = decode_stored_rows(
+        ((int.from_bytes(key[time_at:time_at + 4], "big") + j * SERIES_SHIFT_S, cells)
+         for j, (key, cells) in enumerate(rows)), DATA_PREFIX)
+    shift_ms = SERIES_SHIFT_S * 1000
+    cuts = np.searchsorted(merged.ts_ms, np.arange(1, len(rows)) * shift_ms)
+    if merged.has_duplicates:  # the reader decodes such a pass row by row
+        return merged, cuts, np.empty(0, np.int64)
+    counts = np.diff(cuts, prepend=0, append=merged.ts_ms.size)
+    merged.ts_ms -= np.repeat(np.arange(len(rows), dtype=np.int64) * shift_ms, counts)
+    for array in (merged.ts_ms, merged.values, merged.is_int):
+        # The cache may keep these arrays and hand them to later queries as they are.
+        array.flags.writeable = False
+    big = np.flatnonzero(merged.is_int & (np.abs(merged.values) >= EXACT_DOUBLE_LIMIT))
+    return merged, cuts, big
 
 
 @dataclass(frozen=True)

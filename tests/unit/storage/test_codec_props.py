@@ -29,6 +29,7 @@ from app.storage.codec import (
     point_cell,
     salt_bucket,
 )
+from app.storage.codec_decode import decode_stored_rows
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -112,6 +113,32 @@ def test_decode_rows_is_every_row_in_order(hours: list[tuple[int, list[Point]]])
     want = expected([p for pts in by_base.values() for p in pts])
     assert observed(decode_rows(rows)) == want
     assert observed(decode_rows(reversed(rows))) == want
+
+
+@SETTINGS
+@given(st.lists(hour_points(max_size=30), min_size=1, max_size=8), st.data())
+def test_stored_rows_decode_their_data_family_only(hours: list[tuple[int, list[Point]]],
+                                                   data: st.DataObject) -> None:
+    """Rows as storage returns them (``{b"t:" + qualifier: value}``), each hour's points as
+    compacted, single or appended cells, beside a note and another family's column."""
+    by_base = {base: pts for base, pts in hours}
+    rows = []
+    for base, pts in by_base.items():
+        kind = data.draw(st.sampled_from(["compacted", "single", "append"]))
+        if kind == "compacted":
+            column = compact_cells(single_cells(pts))
+            assert column is not None
+            cells = [column]
+        elif kind == "single":
+            cells = single_cells(pts)
+        else:
+            cells = [(APPEND_QUALIFIER, b"".join(append_entry(ts, v) for ts, v in pts))]
+        stored = {b"t:" + q: v for q, v in cells}
+        stored[b"t:\x01\x00\x00"] = b'{"description": "a note"}'  # not data: skipped
+        stored[b"x:" + cells[0][0]] = cells[0][1]  # another family: skipped
+        rows.append((base, stored))
+    want = expected([p for pts in by_base.values() for p in pts])
+    assert observed(decode_stored_rows(rows, b"t:")) == want
 
 
 # --- duplicates ----------------------------------------------------------------------------
