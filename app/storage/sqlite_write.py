@@ -12,7 +12,7 @@ itself, and a batch is written once to the log either way. Staged cells move int
 key order, in bulk (each page of ``cells`` touched once for many cells):
 
 * when a process has staged :data:`STAGE_MAX_CELLS` cells or :data:`STAGE_MAX_BYTES` bytes
-  since its last merge (so ``staged`` holds at most that much per writing process);
+  since its last merge (so ``staged_batches`` holds at most that much per writing process);
 * before any read of a table, by any process, when that table has staged cells (a cheap
   ``EXISTS``, then the merge under the write lock): readers never read a union of the two;
 * before any other write to the table (append, delete, increment, check-and-put, a batch of
@@ -69,14 +69,15 @@ Record = tuple[str, bytes, str, bytes, bytes, int]
 """A cell as stored: ``(tbl, row, family, qualifier, value, ts)``."""
 Puts = Sequence[tuple[bytes, Mapping[bytes, bytes]]]
 """``put_many``'s argument: ``[(row, {b"family:qualifier": value})]``."""
-LENGTH = np.dtype("<u4")  # the packed lengths: little-endian whatever the machine, as SQLite
+LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
 
 def pack_cells(puts: Puts) -> tuple[int, bytes]:
     """``(cells, blob)``: the cells' row, column and value bytes, each field's length first.
 
     The blob is ``3 * cells`` little-endian uint32 lengths, then the fields back to back in
-    the order ``row, column, value`` per cell: two C-level joins, no call per field."""
+    the order ``row, column, value`` per cell: built by C loops (``map``, ``join``), with no
+    Python-level call per field."""
     fields = [field for row, data in puts for column, value in data.items()
               for field in (row, column, value)]
     lengths = np.fromiter(map(len, fields), LENGTH, len(fields))
@@ -139,8 +140,9 @@ def staged_records(db: sqlite3.Connection, table: str | None = None,
 
 
 def merge_staged(db: sqlite3.Connection, table: str | None = None) -> None:
-    """Move the staged cells (of ``table``, or all) into ``cells``, in key order. A staged
-    cell is always newer than the one it replaces: other writes to ``cells`` merge first."""
+    """Move the staged cells (of ``table``, or all) into ``cells``, in row order. A staged
+    cell is always newer than the one it replaces: other writes to ``cells`` merge first.
+    One transaction (the caller's): see docs/performance.md on merging in steps."""
     after = 0
     while True:
         records, last = staged_records(db, table, after)
