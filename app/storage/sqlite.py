@@ -30,8 +30,10 @@ from app.storage.sqlite_write import (
     STAGING_SCHEMA,
     GroupCommit,
     WriteLock,
+    has_cell_staging,
     has_staged,
     merge_staged,
+    retire_cell_staging,
 )
 
 SCHEMA = """
@@ -82,6 +84,9 @@ class SqliteStore:
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.connection().executescript(SCHEMA)  # idempotent: racing processes are fine
+            if has_cell_staging(self.connection()):  # a store an older pytsd wrote
+                with self.transaction() as db:
+                    retire_cell_staging(db)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot open or create the embedded store {self.path}",
                                f"{exc}. Check that its folder exists or can be created and "
@@ -255,12 +260,12 @@ class SqliteTable:
         self.put_many([(row, data)])
 
     def put_many(self, puts: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
-        ts, name = now_ms(), self.name
-        # Data columns are nearly all "t:...": split those without a call per cell.
-        records = [(name, row, "t", col[2:], value, ts) if col[:2] == b"t:"
-                   else (name, row, *_split_qualified(col), value, ts)
-                   for row, data in puts for col, value in data.items()]
-        self.store._group.write(name, records)
+        puts = list(puts)
+        for _, data in puts:  # refused now, not when the staged cells are merged
+            for column in data:
+                if column[:2] != b"t:":
+                    _split_qualified(column)
+        self.store._group.write(self.name, puts, now_ms())
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = _split_qualified(column)

@@ -3,14 +3,16 @@
 **Staging (LSM-lite).** Data cells arrive in collector order: each point of a batch belongs to
 another series, so written straight into ``cells`` each one dirties its own B-tree leaf (and
 one of the ``cells_stamp`` index), and every commit writes all those pages to the WAL.
-``put_many`` therefore appends them to ``staged``, a log of cells in arrival order (the same
-columns plus an arrival number ``seq``, so a commit writes only the log's last few pages), in
-the same transaction as before: a committed cell is stored, and a crash loses nothing that was
-acknowledged. Staged cells move into ``cells`` in key order, in bulk (each page of ``cells``
-touched once for many cells):
+``put_many`` therefore appends each batch to ``staged_batches`` as ONE row (an arrival number
+``seq``, the table, the write time and the batch's cells packed into one blob,
+:func:`pack_cells`), in the same transaction as before: a committed cell is stored, and a crash
+loses nothing that was acknowledged. One row per batch rather than one per cell: binding six
+parameters and inserting a row and an index entry per cell cost about as much as the merge
+itself, and a batch is written once to the log either way. Staged cells move into ``cells`` in
+key order, in bulk (each page of ``cells`` touched once for many cells):
 
 * when a process has staged :data:`STAGE_MAX_CELLS` cells or :data:`STAGE_MAX_BYTES` bytes
-  since its last merge (so ``staged`` holds at most that much per writing process);
+  since its last merge (so ``staged_batches`` holds at most that much per writing process);
 * before any read of a table, by any process, when that table has staged cells (a cheap
   ``EXISTS``, then the merge under the write lock): readers never read a union of the two;
 * before any other write to the table (append, delete, increment, check-and-put, a batch of
@@ -18,8 +20,7 @@ touched once for many cells):
   act on every cell written before.
 
 Each cell keeps the write time (``ts``) it was staged with, and of a cell staged twice the
-later arrival wins (SQLite's ``max()`` aggregate takes the other columns from the row with the
-largest ``seq``: https://sqlite.org/lang_select.html#bareagg): the hour cache's stamps,
+later arrival (the larger ``seq``) wins: the hour cache's stamps,
 compaction's ``delete(up_to_ms=)`` and query deletes see the same cells and times as if they
 had been written to ``cells`` directly.
 """
@@ -31,8 +32,12 @@ import logging
 import os
 import sqlite3
 import threading
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from itertools import repeat
+from operator import itemgetter
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from app.errors import StorageError
 
@@ -48,40 +53,125 @@ STAGE_MAX_BYTES = 16 * 1024 * 1024
 # Batches of cells this big on average (compacted rows: the importer, compaction) go straight
 # into ``cells``: each fills much of a page by itself, so staging would only copy it twice.
 DIRECT_MIN_BYTES_PER_CELL = 256
+# A merge reads the staged batches this many cells at a time (in arrival order, so a later
+# chunk rightly replaces an earlier one's cells): it bounds the merge's memory, not its work.
+MERGE_CHUNK_CELLS = 100_000
 
 STAGING_SCHEMA = """
-CREATE TABLE IF NOT EXISTS staged (
-    seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, row BLOB NOT NULL, family TEXT NOT NULL,
-    qualifier BLOB NOT NULL, value BLOB NOT NULL, ts INTEGER NOT NULL
+CREATE TABLE IF NOT EXISTS staged_batches (
+    seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, ts INTEGER NOT NULL, cells INTEGER NOT NULL,
+    data BLOB NOT NULL
 );
-CREATE INDEX IF NOT EXISTS staged_tbl ON staged (tbl);
+CREATE INDEX IF NOT EXISTS staged_batches_tbl ON staged_batches (tbl);
 """
 COLUMNS = "tbl, row, family, qualifier, value, ts"
 Record = tuple[str, bytes, str, bytes, bytes, int]
 """A cell as stored: ``(tbl, row, family, qualifier, value, ts)``."""
+Puts = Sequence[tuple[bytes, Mapping[bytes, bytes]]]
+"""``put_many``'s argument: ``[(row, {b"family:qualifier": value})]``."""
+LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
 
-def stage(db: sqlite3.Connection, records: Sequence[Record]) -> None:
-    """Write cells into the staging table."""
-    db.executemany(f"INSERT INTO staged ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)", records)
+def pack_cells(puts: Puts) -> tuple[int, bytes]:
+    """``(cells, blob)``: the cells' row, column and value bytes, each field's length first.
+
+    The blob is ``3 * cells`` little-endian uint32 lengths, then the fields back to back in
+    the order ``row, column, value`` per cell: built by C loops (``map``, ``join``), with no
+    Python-level call per field."""
+    fields = [field for row, data in puts for column, value in data.items()
+              for field in (row, column, value)]
+    lengths = np.fromiter(map(len, fields), LENGTH, len(fields))
+    return len(fields) // 3, lengths.tobytes() + b"".join(fields)
+
+
+def unpack_cells(cells: int, blob: bytes) -> tuple[list[bytes], list[bytes], list[bytes]]:
+    """:func:`pack_cells` undone: the rows, columns and values, in the order packed."""
+    head = 3 * cells * LENGTH.itemsize
+    ends = (np.cumsum(np.frombuffer(blob, LENGTH, 3 * cells), dtype=np.int64) + head).tolist()
+    fields = [blob[start:end] for start, end in zip([head, *ends[:-1]], ends)]
+    return fields[0::3], fields[1::3], fields[2::3]
+
+
+def records_of(table: str, puts: Puts, ts: int) -> list[Record]:
+    """The cells of ``puts`` as rows of ``cells``."""
+    # Data columns are nearly all "t:...": split those without a call per cell.
+    return [(table, row, "t", column[2:], value, ts) if column[:2] == b"t:"
+            else (table, row, *split_qualified(column), value, ts)
+            for row, data in puts for column, value in data.items()]
+
+
+def split_qualified(column: bytes) -> tuple[str, bytes]:
+    """``b"t:q"`` -> ``("t", b"q")``; a column must name its qualifier."""
+    family, sep, qualifier = column.partition(b":")
+    if not sep:
+        raise StorageError(f"A cell needs family:qualifier, got {column!r}")
+    return family.decode(), qualifier
 
 
 def has_staged(db: sqlite3.Connection, table: str) -> bool:
-    """Whether ``table`` has staged cells (one look-up in the ``staged_tbl`` index)."""
-    found = db.execute("SELECT 1 FROM staged WHERE tbl = ? LIMIT 1", (table,)).fetchone()
+    """Whether ``table`` has staged cells (one look-up in the ``staged_batches_tbl`` index)."""
+    found = db.execute("SELECT 1 FROM staged_batches WHERE tbl = ? LIMIT 1",
+                       (table,)).fetchone()
     return found is not None
 
 
+def staged_records(db: sqlite3.Connection, table: str | None = None,
+                   after_seq: int = 0) -> tuple[list[Record], int]:
+    """The staged cells (of ``table``, or all) of the batches after ``after_seq``, in arrival
+    order, up to about :data:`MERGE_CHUNK_CELLS`; and the last batch's ``seq`` (0: none)."""
+    where, args = ("seq > ?", (after_seq,)) if table is None else (
+        "seq > ? AND tbl = ?", (after_seq, table))
+    records: list[Record] = []
+    last = 0
+    for seq, tbl, ts, cells, blob in db.execute(
+            f"SELECT seq, tbl, ts, cells, data FROM staged_batches WHERE {where} ORDER BY seq",
+            args):
+        rows, columns, values = unpack_cells(cells, blob)
+        if all(column[:2] == b"t:" for column in columns):  # data cells: no call per cell
+            records += zip(repeat(tbl), rows, repeat("t"), [c[2:] for c in columns], values,
+                           repeat(ts))
+        else:
+            records += [(tbl, row, *split_qualified(column), value, ts)
+                        for row, column, value in zip(rows, columns, values)]
+        last = seq
+        if len(records) >= MERGE_CHUNK_CELLS:
+            break
+    return records, last
+
+
 def merge_staged(db: sqlite3.Connection, table: str | None = None) -> None:
-    """Move the staged cells (of ``table``, or all) into ``cells``, in key order. A staged
-    cell is always newer than the one it replaces: other writes to ``cells`` merge first."""
-    where, args = ("", ()) if table is None else (" WHERE tbl = ?", (table,))
-    # GROUP BY sorts the log into the key order of ``cells``; of a cell staged twice, the
-    # bare columns come from the row of max(seq): the later arrival.
+    """Move the staged cells (of ``table``, or all) into ``cells``, in row order. A staged
+    cell is always newer than the one it replaces: other writes to ``cells`` merge first.
+    One transaction (the caller's): see docs/performance.md on merging in steps."""
+    after = 0
+    while True:
+        records, last = staged_records(db, table, after)
+        if not last:
+            return
+        # Sorted by row for locality (each page of ``cells`` touched once); the sort is stable,
+        # so of a cell staged twice the later arrival is inserted last and replaces the other.
+        records.sort(key=itemgetter(1))
+        db.executemany(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
+                       records)
+        where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
+        db.execute(f"DELETE FROM staged_batches WHERE seq <= ?{where}", args)
+        after = last
+
+
+def has_cell_staging(db: sqlite3.Connection) -> bool:
+    """Whether the store has the staging table of an older pytsd (one SQL row per cell)."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'staged'"
+                      ).fetchone() is not None
+
+
+def retire_cell_staging(db: sqlite3.Connection) -> None:
+    """Merge what an older pytsd staged one SQL row per cell (the table ``staged``) and drop
+    that table, so an upgraded store loses no staged cell. A no-op once done."""
+    if not has_cell_staging(db):  # another process did it meanwhile
+        return
     db.execute(f"INSERT OR REPLACE INTO cells ({COLUMNS}) SELECT {COLUMNS} FROM (SELECT "
-               f"{COLUMNS}, max(seq) FROM staged{where} GROUP BY tbl, row, family, qualifier)",
-               args)
-    db.execute("DELETE FROM staged" + where, args)
+               f"{COLUMNS}, max(seq) FROM staged GROUP BY tbl, row, family, qualifier)")
+    db.execute("DROP TABLE staged")
 
 
 class WriteLock:
@@ -139,9 +229,9 @@ class GroupCommit:
         self._staged_cells = 0  # staged by this process since its last merge
         self._staged_bytes = 0
 
-    def write(self, table: str, records: Sequence[Record]) -> None:
-        """Store ``table``'s cells: staged, or written directly when they are big."""
-        mine = _Pending(table, records)
+    def write(self, table: str, puts: Puts, ts: int) -> None:
+        """Store ``table``'s cells, written at ``ts``: staged, or directly when they are big."""
+        mine = _Pending(table, puts, ts)
         with self._ready:
             self._queue.append(mine)
             while not mine.done and self._writing:
@@ -181,7 +271,7 @@ class GroupCommit:
     def _count(self, group: list[_Pending]) -> bool:
         """Count the group's staged cells; True (and reset) when a merge is due."""
         staged = [pending for pending in group if not pending.direct]
-        self._staged_cells += sum(len(pending.records) for pending in staged)
+        self._staged_cells += sum(pending.cells for pending in staged)
         self._staged_bytes += sum(pending.nbytes for pending in staged)
         if self._staged_cells < STAGE_MAX_CELLS and self._staged_bytes < STAGE_MAX_BYTES:
             return False
@@ -191,20 +281,26 @@ class GroupCommit:
 
 def _write(db: sqlite3.Connection, pending: _Pending) -> None:
     if not pending.direct:
-        stage(db, pending.records)
+        db.execute("INSERT INTO staged_batches (tbl, ts, cells, data) VALUES (?, ?, ?, ?)",
+                   (pending.table, pending.ts, pending.cells, pending.blob))
         return
     if has_staged(db, pending.table):  # older staged cells first: these are newer
         merge_staged(db, pending.table)
     db.executemany(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                   pending.records)
+                   records_of(pending.table, pending.puts, pending.ts))
 
 
 class _Pending:
-    def __init__(self, table: str, records: Sequence[Record]) -> None:
+    """One writer's batch, packed (when it is to be staged) before it waits for the lock."""
+
+    def __init__(self, table: str, puts: Puts, ts: int) -> None:
         self.table = table
-        self.records = records
-        self.nbytes = sum(len(record[4]) for record in records)
-        self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * len(records) > 0
+        self.puts = puts
+        self.ts = ts
+        self.cells = sum(len(data) for _, data in puts)
+        self.nbytes = sum(len(value) for _, data in puts for value in data.values())
+        self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * self.cells > 0
+        self.blob = b"" if self.direct else pack_cells(puts)[1]
         self.done = False
         self.error: BaseException | None = None
 

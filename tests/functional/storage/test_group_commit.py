@@ -45,8 +45,13 @@ def test_a_failed_transaction_fails_its_writer(tmp_path: Path) -> None:
     store = SqliteStore(tmp_path / "s.db")
     store.create_table("t", {"f": {}})
     table = store.table("t")
-    with pytest.raises(sqlite3.IntegrityError):  # row NOT NULL: the transaction fails
-        table.put_many([(None, {b"f:q": b"v"})])  # type: ignore[list-item]
+    with sqlite3.connect(tmp_path / "s.db") as db:  # the transaction fails inside SQLite
+        db.execute("CREATE TRIGGER refuse BEFORE INSERT ON staged_batches "
+                   "BEGIN SELECT RAISE(ABORT, 'refused'); END")
+    with pytest.raises(sqlite3.IntegrityError, match="refused"):
+        table.put_many([(b"row", {b"f:q": b"v"})])
+    with sqlite3.connect(tmp_path / "s.db") as db:
+        db.execute("DROP TRIGGER refuse")
     table.put_many([(b"row", {b"f:q": b"v"})])  # rolled back, and the group is free again
     assert table.row(b"row") == {b"f:q": b"v"}
 

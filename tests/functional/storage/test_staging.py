@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from app.errors import StorageError
 from app.storage import sqlite_write
 from app.storage.sqlite import SqliteStore, SqliteTable, now_ms
 
@@ -22,7 +23,13 @@ ROOT = Path(__file__).resolve().parents[3]
 def staged(path: Path) -> list[tuple[str, bytes, str, bytes, bytes]]:
     """What the staging table holds, read past the store (no merge)."""
     with sqlite3.connect(path) as db:
-        return list(db.execute("SELECT tbl, row, family, qualifier, value FROM staged"))
+        records, _ = sqlite_write.staged_records(db)
+        return [record[:5] for record in records]
+
+
+def staged_batches(path: Path) -> int:
+    with sqlite3.connect(path) as db:
+        return int(db.execute("SELECT count(*) FROM staged_batches").fetchone()[0])
 
 
 @pytest.fixture
@@ -213,3 +220,55 @@ def test_a_new_store_takes_the_page_size_and_an_existing_one_keeps_its_own(
     SqliteStore(path, page_size=4096).table("t").put_many([(b"r", {b"f:q": b"v"})])
     with sqlite3.connect(path) as db:
         assert db.execute("PRAGMA page_size").fetchone() == (16384,)
+
+
+def test_a_batch_is_staged_as_one_row_and_unpacks_to_its_cells(path: Path,
+                                                               table: SqliteTable) -> None:
+    puts = [(b"r1", {b"t:\x00\x00": b"a", b"t:\x00\x10": b""}), (b"", {b"t:\x01": b"\xff" * 9})]
+    table.put_many(puts)
+    assert staged_batches(path) == 1
+    assert staged(path) == [("tsdb", b"r1", "t", b"\x00\x00", b"a"),
+                            ("tsdb", b"r1", "t", b"\x00\x10", b""),
+                            ("tsdb", b"", "t", b"\x01", b"\xff" * 9)]
+    cells, blob = sqlite_write.pack_cells(puts)
+    assert sqlite_write.unpack_cells(cells, blob) == (
+        [b"r1", b"r1", b""], [b"t:\x00\x00", b"t:\x00\x10", b"t:\x01"], [b"a", b"", b"\xff" * 9])
+
+
+def test_other_families_are_staged_and_merged_too(table: SqliteTable) -> None:
+    uid = table.store.table("tsdb-uid")
+    uid.put_many([(b"\x00\x01", {b"name:metrics": b"sys.cpu", b"id:tagk": b"\x00\x02"})])
+    assert uid.row(b"\x00\x01") == {b"name:metrics": b"sys.cpu", b"id:tagk": b"\x00\x02"}
+
+
+def test_a_column_without_qualifier_is_refused_before_anything_is_staged(
+        path: Path, table: SqliteTable) -> None:
+    with pytest.raises(StorageError, match="family:qualifier"):
+        table.put_many([(b"r", {b"t:\x00\x00": b"a"}), (b"s", {b"t": b"b"})])
+    assert staged(path) == []
+
+
+def test_a_merge_in_chunks_keeps_the_latest_of_each_cell(path: Path, table: SqliteTable,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sqlite_write, "MERGE_CHUNK_CELLS", 3)
+    for n in range(7):  # each batch rewrites r/0000 and adds a cell of its own
+        table.put_many([(b"r", {b"t:\x00\x00": b"v%d" % n, b"t:\x00%c" % (16 + n): b"x"})])
+    assert staged_batches(path) == 7
+    assert table.row(b"r")[b"t:\x00\x00"] == b"v6"
+    assert len(table.row(b"r")) == 8
+    assert staged_batches(path) == 0
+
+
+def test_cells_an_older_pytsd_staged_one_row_each_are_merged_on_open(path: Path) -> None:
+    SqliteStore(path).create_table("tsdb", {"t": {}})
+    with sqlite3.connect(path) as db:  # the staging table as pytsd wrote it before
+        db.executescript("""
+            CREATE TABLE staged (seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, row BLOB NOT NULL,
+                family TEXT NOT NULL, qualifier BLOB NOT NULL, value BLOB NOT NULL,
+                ts INTEGER NOT NULL);
+            INSERT INTO staged (tbl, row, family, qualifier, value, ts) VALUES
+                ('tsdb', x'01', 't', x'0000', x'0a', 5), ('tsdb', x'01', 't', x'0000', x'0b', 6);
+        """)
+    assert SqliteStore(path).table("tsdb").row(b"\x01") == {b"t:\x00\x00": b"\x0b"}
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT name FROM sqlite_master WHERE name = 'staged'").fetchall() == []
