@@ -30,7 +30,7 @@ from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB, closed_range, hour_cache
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
@@ -105,6 +105,10 @@ class SeriesReader:
         self._cache_table = ""
         self._stamps: dict[bytes, Stamp] = {}  # of the rows read from storage, to keep them
         self._weights: dict[bytes, int] = {}  # their stored bytes
+        # Closed rows through range entries (off for the inner read that fills one).
+        self.range_reads = True
+        # (rows, stored bytes) of each series read, when recorded (closed_range fills one).
+        self.kept_counts: list[tuple[int, int]] | None = None
 
     # Whether this reader's rows are raw data rows the hour cache may keep.
     cacheable = True
@@ -132,10 +136,31 @@ class SeriesReader:
         return self.tsdb.data_table()
 
     def read_rows(self, sub: SubQuery, first_s: int, last_s: int) -> list[Series]:
-        """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``."""
+        """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``: the
+        closed rows through a range entry of the hour cache when the store can stamp a whole
+        range (``closed_range``), the others (and all of them otherwise) row by row."""
         filters = [build_filter(f) for f in sub.filters]
+        cache = self._range_cache()
+        closed_s = None if cache is None else closed_range.closed_last_s(
+            first_s, last_s, self.row_span_s, hour_cache.clock_ms())
+        if cache is not None and closed_s is not None:
+            closed = closed_range.read_closed(self, cache, sub, filters, first_s, closed_s)
+            if closed is not None:
+                if closed_s == last_s:
+                    return closed
+                rest = self._decode(self._row_groups(sub, filters, closed_s + self.row_span_s,
+                                                     last_s), filters, sub.explicit_tags)
+                return closed_range.joined(closed, rest)
         return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
                             sub.explicit_tags)
+
+    def _range_cache(self) -> HourCache | None:
+        """The hour cache when this read may validate closed rows a range at a time."""
+        if not (self.range_reads and self.use_cache and self.cacheable):
+            return None
+        if not hasattr(self.table(), "range_stamp"):
+            return None
+        return cache_for(self.tsdb)
 
     def _row_groups(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
                     last_s: int) -> Iterable[_SeriesRows]:
@@ -445,7 +470,15 @@ class SeriesReader:
                              if not isinstance(cells, CachedRow)]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
+        if self.kept_counts is not None:
+            self.kept_counts += [self._counts(group) for group, _ in kept]
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
+
+    def _counts(self, group: _SeriesRows) -> tuple[int, int]:
+        """A series' rows and their stored bytes, as ``_group`` counted them."""
+        return len(group.rows), sum(
+            cells.stored_bytes if isinstance(cells, CachedRow) else self._weight(key, cells)
+            for key, cells in group.rows)
 
     def _matching(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                   explicit_tags: bool) -> list[tuple[_SeriesRows, dict[str, str]]]:
