@@ -67,6 +67,7 @@ class CachedRow:
     stored_bytes: int
     block: Block | None = None
     offset: int = -1  # where ``decoded`` starts in ``block``'s arrays (-1: unknown)
+    rows: int = 1  # stored rows it stands for (a range entry's series: all its rows)
 
     @property
     def nbytes(self) -> int:

@@ -411,7 +411,7 @@ class SeriesReader:
         try:
             for key, cells in rows:
                 read += 1
-                stats.rows += 1
+                stats.rows += cells.rows if isinstance(cells, CachedRow) else 1
                 stats.bytes += (cells.stored_bytes if isinstance(cells, CachedRow)
                                 else self._weight(key, cells))
                 if stats.rows % CHECK_EVERY_ROWS == 0:

@@ -1,0 +1,80 @@
+"""Closed rollup rows through range entries: one stamp of the key range, one row per series.
+
+A 30-day query reads 30 day rows per series from the 1-hour table; row by row that is a stamp,
+a cache lookup and a Python step per row. On the embedded store the closed rows of the scan
+ranges are validated at once (``SqliteTable.range_newest``: the rows and their newest write
+time, aggregated in one statement) and kept *joined*: every series' cells of the wanted
+aggregates lie in one block, series after series (value cells, then count cells), so the
+reader sees one :class:`RollupRow` per series, standing for all its rows (``rows``, stored
+bytes), and combines buckets over the block without a step per row. A changed stamp, or no
+entry, reads the rows as before (``RowSource.rows``) and joins them again. Why every change is
+seen: docs/cache.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from app.storage.codec_decode import DecodedRow
+from app.tsdb import hour_cache
+from app.tsdb.closed_range import RANGE_SETTLED_MS
+from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, RangeEntry
+from app.tsdb.rollup_rows import NO_COUNT, RollupRow, RowSource
+
+Range = tuple[bytes, bytes]
+
+
+def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes, RollupRow]]:
+    """One joined row per series of the closed rows of ``ranges``, in key order of their
+    first rows."""
+    cache = source.cache
+    assert cache is not None
+    stamp = source.table.range_newest(ranges, "t")  # before the values: see docs/cache.md
+    space, key = source.space + "\x00ranges", repr(list(ranges)).encode()
+    entry = cache.get_range(space, key, stamp)
+    if entry is not None:
+        kept: list[tuple[bytes, RollupRow]] = entry.payload  # type: ignore[assignment]
+        return kept
+    rows = list(source.rows(ranges))
+    joined, whole = join_series(rows, source.series_key)
+    settled = stamp[1] + RANGE_SETTLED_MS <= hour_cache.clock_ms()
+    if settled and all(row.kept for _, row in rows):
+        nbytes = (whole.ts_ms.nbytes + whole.values.nbytes + whole.is_int.nbytes
+                  + ENTRY_OVERHEAD_BYTES * (len(joined) + 1))
+        cache.put_range(space, key, RangeEntry(stamp, joined, nbytes, len(rows)))
+    return joined
+
+
+def join_series(rows: Sequence[tuple[bytes, RollupRow]], series_key: Callable[[bytes], bytes]
+                ) -> tuple[list[tuple[bytes, RollupRow]], DecodedRow]:
+    """The rows' cells copied into one block, series after series (every series' value
+    cells, then every series' count cells), and one row per series spanning its cells."""
+    ordered = sorted(rows, key=lambda item: (series_key(item[0]), item[0]))
+    parts = [(row.decoded, row.spans[0], row.spans[1]) for _, row in ordered]
+    parts += [(row.decoded, row.spans[2], row.spans[3]) for _, row in ordered]
+    whole = DecodedRow(_joined([d.ts_ms[a:b] for d, a, b in parts], np.int64),
+                       _joined([d.values[a:b] for d, a, b in parts], np.float64),
+                       _joined([d.is_int[a:b] for d, a, b in parts], np.bool_))
+    for array in (whole.ts_ms, whole.values, whole.is_int):
+        array.flags.writeable = False  # shared by later queries
+    sizes = np.array([b - a for _, a, b in parts], np.int64)
+    ends = np.cumsum(sizes)
+    n = len(ordered)
+    keys = [series_key(key) for key, _ in ordered]
+    firsts = [i for i in range(n) if i == 0 or keys[i] != keys[i - 1]]
+    out = []
+    for first, nxt in zip(firsts, [*firsts[1:], n]):
+        spans = (int(ends[first] - sizes[first]), int(ends[nxt - 1]),
+                 int(ends[n + first] - sizes[n + first]), int(ends[n + nxt - 1]))
+        members = ordered[first:nxt]
+        out.append((members[0][0], RollupRow(
+            (NO_COUNT, 0), whole, sum(row.stored_bytes for _, row in members), None,
+            spans=spans, kept=False, rows=len(members))))
+    out.sort(key=lambda item: item[0])
+    return out, whole
+
+
+def _joined(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
+    return np.concatenate(arrays) if arrays else np.zeros(0, dtype)
