@@ -68,22 +68,42 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     if found is None:
         return None
     ranges, shape = found
-    table: Any = reader.table()  # an SqliteTable (``_range_cache`` checked)
+    table: Any = reader.table()
     space = table.name + "\x00ranges"
-    stamp = table.range_stamp(ranges, "t")
+    stamp, rows = range_stamp(table, ranges)
     entry = cache.get_range(space, shape, stamp)
     if entry is not None:
-        kept: list[KeptSeries] = entry.payload  # type: ignore[assignment]
-        return _from_kept(reader, sub, filters, kept)
+        kept: Kept = entry.payload  # type: ignore[assignment]
+        if kept.rows == rows:
+            return _from_kept(reader, sub, filters, kept.series)
     inner = _inner_reader(reader)
     series = inner.read_rows(sub, first_s, last_s)
     _add_stats(reader, inner)
     kept_series = _keepable(inner, series, stamp)
     if kept_series is not None:
         own_bytes, blocks = _held(kept_series, cache.blocks_by_root())
-        cache.put_range(space, shape, RangeEntry(stamp, kept_series, own_bytes,
+        cache.put_range(space, shape, RangeEntry(stamp, Kept(kept_series, rows), own_bytes,
                                                  sum(s.rows for s in kept_series), blocks))
     return series
+
+
+def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
+                ) -> tuple[hour_cache.Stamp, list[tuple[bytes, int, int]] | None]:
+    """The ranges' stamp: on the embedded store one aggregate statement; on HBase (no
+    aggregates on the region servers) every row's stamp, which the entry keeps and compares
+    whole (the stamp then is the rows' number and newest write time, a quick first test)."""
+    if hasattr(table, "range_stamp"):
+        return table.range_stamp(ranges, "t"), None
+    rows = [row for start, stop in ranges for row in table.scan_stamps(start, stop, "t")]
+    return (len(rows), max((row[2] for row in rows), default=0)), rows
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A range entry's payload: its series, and the row stamps it was read with (HBase)."""
+
+    series: list[KeptSeries]
+    rows: list[tuple[bytes, int, int]] | None
 
 
 def _ranges(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,

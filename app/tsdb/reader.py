@@ -150,7 +150,9 @@ class SeriesReader:
                     return closed
                 rest = self._decode(self._row_groups(sub, filters, closed_s + self.row_span_s,
                                                      last_s), filters, sub.explicit_tags)
-                return closed_range.joined(closed, rest)
+                joined = closed_range.joined(closed, rest)
+                self.limits.check_emitted(sub, self._buckets, len(joined))  # all of them
+                return joined
         return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
                             sub.explicit_tags)
 
@@ -158,7 +160,7 @@ class SeriesReader:
         """The hour cache when this read may validate closed rows a range at a time."""
         if not (self.range_reads and self.use_cache and self.cacheable):
             return None
-        if not hasattr(self.table(), "range_stamp"):
+        if not hasattr(self.table(), "scan_stamps"):
             return None
         return cache_for(self.tsdb)
 

@@ -1,6 +1,7 @@
 """Closed hours through range entries (docs/cache.md), on both backends: a warm read of
 closed hours answers from one entry validated by one stamp of the whole key range (the
-embedded store; HBase keeps row stamps), and every change anywhere in the range — a late
+embedded store: one aggregate statement; HBase: every row's stamp, compared whole), and
+every change anywhere in the range — a late
 point, a new series, a query delete, a compaction, a row deleted, a write by another OS
 process — is seen by the next query, with the same answer as a read with the cache off."""
 
@@ -70,25 +71,18 @@ def the_cache(tsdb: TSDB) -> HourCache:
     return cache
 
 
-def ranges_validated(backend: str) -> bool:
-    return backend == "sqlite"  # HBase has no server-side aggregate: row stamps only
-
-
-def test_a_warm_read_is_one_range_entry(backend: str, tsdb: TSDB,
+def test_a_warm_read_is_one_range_entry(tsdb: TSDB,
                                         loaded: FlaskClient) -> None:
     cold = answer(loaded)
     assert cold == (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
     cache = the_cache(tsdb)
     for _ in range(2):
         assert answer(loaded) == cold  # same points, same rows and points counted
-    if ranges_validated(backend):
-        assert cache.ranges == 1 and cache.stats.range_hits == 2
-        assert cache.stats.hits == 2 * 3 * HOURS  # each range hit stands for its rows
-    else:
-        assert cache.ranges == 0 and cache.stats.hits == 2 * 3 * HOURS
+    assert cache.ranges == 1 and cache.stats.range_hits == 2
+    assert cache.stats.hits == 2 * 3 * HOURS  # each range hit stands for its rows
 
 
-def test_filters_run_per_series_on_a_kept_range(backend: str, tsdb: TSDB,
+def test_filters_run_per_series_on_a_kept_range(tsdb: TSDB,
                                                 loaded: FlaskClient) -> None:
     """The entry holds every series of the range; a narrower filter picks from it, and
     counts the rows of the series it drops as a cold read does."""
@@ -97,11 +91,10 @@ def test_filters_run_per_series_on_a_kept_range(backend: str, tsdb: TSDB,
     picked, counted = answer(loaded, "none:range.m{host=regexp(a|c)}")
     assert picked == expected({h: POINTS[h] for h in ("a", "c")})
     assert counted == (3 * HOURS, 2 * HOURS * 60)
-    if ranges_validated(backend):
-        assert the_cache(tsdb).stats.range_hits > hits
+    assert the_cache(tsdb).stats.range_hits > hits
 
 
-def test_a_late_point_in_a_closed_hour_is_seen(backend: str, tsdb: TSDB,
+def test_a_late_point_in_a_closed_hour_is_seen(tsdb: TSDB,
                                                loaded: FlaskClient) -> None:
     answer(loaded)
     answer(loaded)
@@ -109,8 +102,7 @@ def test_a_late_point_in_a_closed_hour_is_seen(backend: str, tsdb: TSDB,
     write(tsdb, [late], "b")
     changed = {**POINTS, "b": [*POINTS["b"], late]}
     assert answer(loaded)[0] == expected(changed)
-    if ranges_validated(backend):
-        assert the_cache(tsdb).stats.range_stale == 1
+    assert the_cache(tsdb).stats.range_stale == 1
     assert answer(loaded)[0] == expected(changed)  # kept again, with the late point
 
 
@@ -156,13 +148,12 @@ def test_a_deleted_row_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
     assert sum(map(len, seen.values())) == 3 * HOURS * 60 - 60
 
 
-def test_a_compaction_is_seen_and_changes_nothing(backend: str, tsdb: TSDB,
+def test_a_compaction_is_seen_and_changes_nothing(tsdb: TSDB,
                                                   loaded: FlaskClient) -> None:
     before = answer(loaded)
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
     assert answer(loaded)[0] == before[0]
-    if ranges_validated(backend):
-        assert the_cache(tsdb).stats.range_stale == 1
+    assert the_cache(tsdb).stats.range_stale == 1
     assert answer(loaded)[0] == before[0]
 
 
