@@ -14,6 +14,7 @@ seen: docs/cache.md.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import cast
 
 import numpy as np
 
@@ -24,6 +25,9 @@ from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, RangeEntry
 from app.tsdb.rollup_rows import NO_COUNT, RollupRow, RowSource
 
 Range = tuple[bytes, bytes]
+RowStamps = list[tuple[bytes, int, int]]
+Kept = tuple[list[tuple[bytes, RollupRow]], RowStamps | None]
+"""A range entry's payload: one joined row per series, and the row stamps read (HBase)."""
 
 
 def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes, RollupRow]]:
@@ -31,20 +35,35 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
     first rows."""
     cache = source.cache
     assert cache is not None
-    stamp = source.table.range_newest(ranges, "t")  # before the values: see docs/cache.md
+    stamp, row_stamps = _stamp(source, ranges)  # before the values: see docs/cache.md
     space, key = source.space + "\x00ranges", repr(list(ranges)).encode()
     entry = cache.get_range(space, key, stamp)
     if entry is not None:
-        kept: list[tuple[bytes, RollupRow]] = entry.payload  # type: ignore[assignment]
-        return kept
+        payload = cast(Kept, entry.payload)
+        if payload[1] == row_stamps:
+            return payload[0]
     rows = list(source.rows(ranges))
     joined, whole = join_series(rows, source.series_key)
     settled = stamp[1] + RANGE_SETTLED_MS <= hour_cache.clock_ms()
     if settled and all(row.kept for _, row in rows):
         nbytes = (whole.ts_ms.nbytes + whole.values.nbytes + whole.is_int.nbytes
                   + ENTRY_OVERHEAD_BYTES * (len(joined) + 1))
-        cache.put_range(space, key, RangeEntry(stamp, joined, nbytes, len(rows)))
+        cache.put_range(space, key, RangeEntry(stamp, (joined, row_stamps), nbytes,
+                                               len(rows)))
     return joined
+
+
+def _stamp(source: RowSource, ranges: Sequence[Range]
+           ) -> tuple[hour_cache.Stamp, RowStamps | None]:
+    """Embedded store: the rows and their newest write time, one statement. HBase: every
+    row's stamp of the wanted cells (kept with the entry and compared whole), and their
+    number and newest write time as the quick first test."""
+    table = source.table
+    if hasattr(table, "range_newest"):
+        return table.range_newest(ranges, "t"), None
+    rows = [row for start, stop in ranges
+            for row in table.scan_stamps_packed(start, stop, "t", source.prefixes)]
+    return (len(rows), max((row[2] for row in rows), default=0)), rows
 
 
 def join_series(rows: Sequence[tuple[bytes, RollupRow]], series_key: Callable[[bytes], bytes]

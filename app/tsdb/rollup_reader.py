@@ -73,7 +73,8 @@ class RollupReader(SeriesReader):
         :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
         source = self._source()
         closed_s = None
-        if source.cache is not None and hasattr(source.table, "range_newest"):
+        if source.cache is not None and (hasattr(source.table, "range_newest")
+                                         or hasattr(source.table, "scan_stamps_packed")):
             closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
         closed = [] if closed_s is None else self._all_ranges(metric_uid, first_s, closed_s,
