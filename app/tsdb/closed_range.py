@@ -16,6 +16,7 @@ changes its stamp: docs/cache.md.
 from __future__ import annotations
 
 import copy
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -36,6 +37,12 @@ if TYPE_CHECKING:
 # of the range (not only the row itself) being written late would hide behind the range's
 # newest cell (docs/cache.md).
 RANGE_SETTLED_MS = 30_000
+
+
+# Reads (key space, ranges, filters) whose name filters left series out: they go row by row
+# without a range stamp (a few recent ones; forgetting one costs one stamp).
+_DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
+MAX_DROPPING = 1024
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,6 +77,9 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     ranges, shape = found
     table: Any = reader.table()
     space = table.name + "\x00ranges"
+    dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
+    if dropping in _DROPPING:
+        return None  # its name filters leave series out: never kept, row by row at once
     stamp, rows = range_stamp(table, ranges)
     entry = cache.get_range(space, shape, stamp)
     if entry is not None:
@@ -79,6 +89,11 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     inner = _inner_reader(reader)
     series = inner.read_rows(sub, first_s, last_s)
     _add_stats(reader, inner)
+    if _dropped(inner, series):
+        _DROPPING[dropping] = None
+        while len(_DROPPING) > MAX_DROPPING:
+            _DROPPING.popitem(last=False)
+        return series
     kept_series = _keepable(inner, series, stamp)
     if kept_series is not None:
         own_bytes, blocks = _held(kept_series, cache.blocks_by_root())
@@ -148,15 +163,13 @@ def _add_stats(reader: SeriesReader, inner: SeriesReader) -> None:
 
 def _keepable(inner: SeriesReader, series: Sequence[Series],
               stamp: hour_cache.Stamp) -> list[KeptSeries] | None:
-    """What to keep of a read of the closed rows, or None when it must not be kept: the
-    range not settled, a series left out by a name filter (its rows were never fetched), a
-    note or an integer beyond 2**53 (their cells are needed each time)."""
+    """What to keep of a read of the closed rows (that left no series out), or None when it
+    must not be kept: the range not settled, a note or an integer beyond 2**53 (their cells
+    are needed each time)."""
     if stamp[1] + RANGE_SETTLED_MS > hour_cache.clock_ms():
         return None
     counts = inner.kept_counts
     if counts is None or len(counts) != len(series):
-        return None
-    if sum(rows for rows, _ in counts) != inner.stats.rows:  # a series was dropped
         return None
     if any(s.annotations or s.long_values is not None for s in series):
         return None
@@ -167,6 +180,13 @@ def _keepable(inner: SeriesReader, series: Sequence[Series],
         kept.append(KeptSeries(s.row_order, tuple(s.tag_uids.values()), s.tsuid, rows,
                                stored_bytes, s.ts_ms, s.values, s.is_int))
     return kept
+
+
+def _dropped(inner: SeriesReader, series: Sequence[Series]) -> bool:
+    """Whether the read left series out by their tag names (their rows were counted, not
+    fetched): what it assembled is not the whole range."""
+    counts = inner.kept_counts or []
+    return len(counts) != len(series) or sum(rows for rows, _ in counts) != inner.stats.rows
 
 
 def _held(kept: Sequence[KeptSeries], blocks: dict[int, Block]
