@@ -18,7 +18,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import create_app
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB, closed_range, hour_cache
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
 from app.tsdb.writer import DataPoint, PointWriter
@@ -41,6 +41,8 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def loaded(tsdb: TSDB, settled: None) -> Iterator[FlaskClient]:
+    closed_range._ASKED.clear()  # HBase stamps a range from its second read: start afresh
+    closed_range._DROPPING.clear()
     for host, points in POINTS.items():
         write(tsdb, points, host)
     yield app_over(tsdb).test_client()
@@ -65,28 +67,40 @@ def expected(points: dict[str, list[tuple[int, Any]]]) -> dict[str, dict[str, An
     return {host: {str(ts): v for ts, v in sorted(rows)} for host, rows in points.items()}
 
 
+def dashboard(tsdb: TSDB, client: FlaskClient) -> Any:
+    """The closed hours read as a dashboard does, again and again: then their range is kept
+    (on HBase, whose range stamp is a scan, from the second read on)."""
+    first = answer(client)
+    assert answer(client) == first
+    assert the_cache(tsdb).ranges == 1
+    return first
+
+
 def the_cache(tsdb: TSDB) -> HourCache:
     cache = cache_for(tsdb)
     assert cache is not None
     return cache
 
 
-def test_a_warm_read_is_one_range_entry(tsdb: TSDB,
+def test_a_warm_read_is_one_range_entry(backend: str, tsdb: TSDB,
                                         loaded: FlaskClient) -> None:
     cold = answer(loaded)
     assert cold == (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
     cache = the_cache(tsdb)
-    for _ in range(2):
+    for _ in range(3):
         assert answer(loaded) == cold  # same points, same rows and points counted
-    assert cache.ranges == 1 and cache.stats.range_hits == 2
-    assert cache.stats.hits == 2 * 3 * HOURS  # each range hit stands for its rows
+    assert cache.ranges == 1
+    hits = 3 if backend == "sqlite" else 2  # HBase stamps a range from its second read
+    assert cache.stats.range_hits == hits
+    assert cache.stats.hits == 3 * 3 * HOURS  # a range hit counts its rows (HBase: the
+    # second read's rows came from the row entries)
 
 
 def test_filters_run_per_series_on_a_kept_range(tsdb: TSDB,
                                                 loaded: FlaskClient) -> None:
     """The entry holds every series of the range; a narrower filter picks from it, and
     counts the rows of the series it drops as a cold read does."""
-    answer(loaded)
+    dashboard(tsdb, loaded)
     hits = the_cache(tsdb).stats.range_hits
     picked, counted = answer(loaded, "none:range.m{host=regexp(a|c)}")
     assert picked == expected({h: POINTS[h] for h in ("a", "c")})
@@ -96,8 +110,7 @@ def test_filters_run_per_series_on_a_kept_range(tsdb: TSDB,
 
 def test_a_late_point_in_a_closed_hour_is_seen(tsdb: TSDB,
                                                loaded: FlaskClient) -> None:
-    answer(loaded)
-    answer(loaded)
+    dashboard(tsdb, loaded)
     late = (BASE_S + 2 * HOUR_S + 30, 99.5)
     write(tsdb, [late], "b")
     changed = {**POINTS, "b": [*POINTS["b"], late]}
@@ -109,7 +122,7 @@ def test_a_late_point_in_a_closed_hour_is_seen(tsdb: TSDB,
 def test_an_overwrite_in_place_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
     """The same qualifier written again (same time, same value width): as many cells as
     before, only a newer write time shows the change."""
-    answer(loaded)
+    dashboard(tsdb, loaded)
     time.sleep(0.002)  # not the write time of the first write: HBase would keep the older
     write(tsdb, [(BASE_S + 60, 9.5)], "c")  # was 1.5: a float of the same width
     changed = {**POINTS, "c": [(ts, 9.5 if ts == BASE_S + 60 else v) for ts, v in POINTS["c"]]}
@@ -117,7 +130,7 @@ def test_an_overwrite_in_place_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
 
 
 def test_a_new_series_in_a_closed_hour_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
-    answer(loaded)
+    dashboard(tsdb, loaded)
     write(tsdb, [(BASE_S + HOUR_S + 5, 7)], "d")
     seen, counted = answer(loaded)
     assert seen == expected({**POINTS, "d": [(BASE_S + HOUR_S + 5, 7)]})
@@ -126,12 +139,15 @@ def test_a_new_series_in_a_closed_hour_is_seen(tsdb: TSDB, loaded: FlaskClient) 
 
 def test_a_query_delete_by_another_app_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
                                                loaded: FlaskClient) -> None:
-    answer(loaded)
-    deleter = create_app({**tsd_config, "tsd.query.allow_delete": True}).test_client()
+    dashboard(tsdb, loaded)
+    deleter = create_app({**tsd_config, "tsd.query.allow_delete": True})
     first, last = BASE_S + HOUR_S, BASE_S + 2 * HOUR_S - 1
-    response = deleter.post("/api/query", data=json.dumps({
-        "start": first, "end": last, "delete": True,
-        "queries": [{"aggregator": "sum", "metric": "range.m", "tags": {"host": "a"}}]}))
+    try:
+        response = deleter.test_client().post("/api/query", data=json.dumps({
+            "start": first, "end": last, "delete": True,
+            "queries": [{"aggregator": "sum", "metric": "range.m", "tags": {"host": "a"}}]}))
+    finally:
+        deleter.extensions["tsdb"].close()  # its own store connection
     assert response.status_code == 200, response.get_data(as_text=True)
     kept = {**POINTS, "a": [(ts, v) for ts, v in POINTS["a"] if not first <= ts <= last]}
     assert answer(loaded)[0] == expected(kept)
@@ -139,7 +155,7 @@ def test_a_query_delete_by_another_app_is_seen(tsd_config: dict[str, Any], tsdb:
 
 def test_a_deleted_row_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
     """A whole row gone (HBase's deleteall, as an operator or a TTL would): fewer cells."""
-    answer(loaded)
+    dashboard(tsdb, loaded)
     table = tsdb.data_table()
     key = next(key for key, _ in table.scan(columns=[b"t"]))
     table.delete(key)
@@ -150,7 +166,7 @@ def test_a_deleted_row_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
 
 def test_a_compaction_is_seen_and_changes_nothing(tsdb: TSDB,
                                                   loaded: FlaskClient) -> None:
-    before = answer(loaded)
+    before = dashboard(tsdb, loaded)
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
     assert answer(loaded)[0] == before[0]
     assert the_cache(tsdb).stats.range_stale == 1
@@ -159,8 +175,7 @@ def test_a_compaction_is_seen_and_changes_nothing(tsdb: TSDB,
 
 def test_a_write_by_another_process_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
                                             loaded: FlaskClient) -> None:
-    answer(loaded)
-    answer(loaded)
+    dashboard(tsdb, loaded)
     late = [(BASE_S + 3 * HOUR_S + 15, -7), (BASE_S + 15, 3.25)]
     script = (
         "import json, sys\n"
