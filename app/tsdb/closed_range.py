@@ -82,7 +82,7 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
     if dropping in _DROPPING:
         return None  # its name filters leave series out: never kept, row by row at once
-    if not hasattr(table, "range_stamp") and not _asked_before(space, shape):
+    if not hasattr(table, "range_stamp") and not asked_before(space, shape):
         # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
         # pass does without; pay it from the second read of the same ranges (a dashboard).
         return None
@@ -108,7 +108,7 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     return series
 
 
-def _asked_before(space: str, shape: bytes) -> bool:
+def asked_before(space: str, shape: bytes) -> bool:
     """Whether these ranges were read before (recently) by this process; remembers them."""
     key = (space, shape)
     if key in _ASKED:

@@ -13,7 +13,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.storage.codec_rollup import rollup_cell
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB, closed_range, hour_cache
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.writer import DataPoint, PointWriter
@@ -33,6 +33,12 @@ def rollup_tsdb(tsd_config: dict[str, Any], request: pytest.FixtureRequest) -> T
     assert not any(PointWriter(tsdb).write(points))
     compute_rollups(tsdb, DAY, DAY + HOURS * 3600)
     return tsdb
+
+
+@pytest.fixture(autouse=True)
+def afresh() -> None:
+    """HBase stamps a range from its second read by the process: no read before a test's."""
+    closed_range._ASKED.clear()
 
 
 @pytest.fixture
@@ -175,7 +181,8 @@ def test_old_layout_rows_are_read_but_not_kept(rollup_tsdb: TSDB, settled: None)
     assert _hits(rollup_tsdb) == hits
 
 
-def test_closed_rollup_rows_are_one_range_entry(rollup_tsdb: TSDB, settled: None) -> None:
+def test_closed_rollup_rows_are_one_range_entry(backend: str, rollup_tsdb: TSDB,
+                                                settled: None) -> None:
     """The closed rows of a read are validated and kept as one range entry (one row per
     series), with the same answer as raw data."""
     client = app_over(rollup_tsdb).test_client()
@@ -183,9 +190,11 @@ def test_closed_rollup_rows_are_one_range_entry(rollup_tsdb: TSDB, settled: None
     cache = cache_for(rollup_tsdb)
     assert cache is not None
     ranges, hits = cache.ranges, cache.stats.range_hits  # the raw read's own
-    for _ in range(3):
+    for _ in range(4):
         assert _query(client, "sum:1m-avg:m{host=*}") == raw
-    assert cache.ranges - ranges == 1 and cache.stats.range_hits - hits == 2
+    assert cache.ranges - ranges == 1
+    # from the second read on HBase, whose range stamp is a scan (docs/cache.md)
+    assert cache.stats.range_hits - hits == (3 if backend == "sqlite" else 2)
 
 
 def test_a_row_deleted_from_a_kept_range_is_seen(rollup_tsdb: TSDB, settled: None) -> None:
