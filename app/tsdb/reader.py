@@ -144,6 +144,7 @@ class SeriesReader:
         closed_s = None if cache is None else closed_range.closed_last_s(
             first_s, last_s, self.row_span_s, hour_cache.clock_ms())
         if cache is not None and closed_s is not None:
+            series_before = self.stats.series
             closed = closed_range.read_closed(self, cache, sub, filters, first_s, closed_s)
             if closed is not None:
                 if closed_s == last_s:
@@ -151,6 +152,7 @@ class SeriesReader:
                 rest = self._decode(self._row_groups(sub, filters, closed_s + self.row_span_s,
                                                      last_s), filters, sub.explicit_tags)
                 joined = closed_range.joined(closed, rest)
+                self.stats.series = series_before + len(joined)  # each series once
                 self.limits.check_emitted(sub, self._buckets, len(joined))  # all of them
                 return joined
         return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
