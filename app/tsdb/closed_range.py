@@ -16,6 +16,7 @@ changes its stamp: docs/cache.md.
 from __future__ import annotations
 
 import copy
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,6 +46,7 @@ _DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
 # Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
 _ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
 MAX_REMEMBERED = 1024
+_MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,9 +98,7 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     series = inner.read_rows(sub, first_s, last_s)
     _add_stats(reader, inner)
     if _dropped(inner, series):
-        _DROPPING[dropping] = None
-        while len(_DROPPING) > MAX_REMEMBERED:
-            _DROPPING.popitem(last=False)
+        _remember(_DROPPING, dropping)
         return series
     kept_series = _keepable(inner, series, stamp)
     if kept_series is not None:
@@ -110,14 +110,19 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
 
 def asked_before(space: str, shape: bytes) -> bool:
     """Whether these ranges were read before (recently) by this process; remembers them."""
-    key = (space, shape)
-    if key in _ASKED:
-        _ASKED.move_to_end(key)
-        return True
-    _ASKED[key] = None
-    while len(_ASKED) > MAX_REMEMBERED:
-        _ASKED.popitem(last=False)
-    return False
+    return _remember(_ASKED, (space, shape))
+
+
+def _remember(memory: OrderedDict[Any, None], key: Any) -> bool:
+    """Add ``key`` to a bounded memory (the oldest go); whether it was there already."""
+    with _MEMORY_LOCK:
+        if key in memory:
+            memory.move_to_end(key)
+            return True
+        memory[key] = None
+        while len(memory) > MAX_REMEMBERED:
+            memory.popitem(last=False)
+        return False
 
 
 def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
