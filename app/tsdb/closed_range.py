@@ -75,11 +75,13 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
     """The series of ``sub`` from the closed rows ``[first_s, last_s]``, through a range
     entry; None when this read cannot go that way (rows fetched by key, a range to the end
     of the key space)."""
-    found = _ranges(reader, sub, filters, first_s, last_s)
+    found = _ranges(reader, sub, filters, first_s, last_s)  # UIDs first: their 400s, 503s
     if found is None:
         return None
     ranges, shape = found
     table: Any = reader.table()
+    if not hasattr(table, "scan_stamps"):
+        return None  # a store that cannot stamp rows without their values
     space = table.name + "\x00ranges"
     dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
     if dropping in _DROPPING:
@@ -95,8 +97,10 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
         if kept.rows == rows:
             return _from_kept(reader, sub, filters, kept.series)
     inner = _inner_reader(reader)
-    series = inner.read_rows(sub, first_s, last_s)
-    _add_stats(reader, inner)
+    try:
+        series = inner.read_rows(sub, first_s, last_s)
+    finally:  # a read stopped by a limit or the deadline reports what it read
+        _add_stats(reader, inner)
     if _dropped(inner, series):
         _remember(_DROPPING, dropping)
         return series

@@ -162,8 +162,6 @@ class SeriesReader:
         """The hour cache when this read may validate closed rows a range at a time."""
         if not (self.range_reads and self.use_cache and self.cacheable):
             return None
-        if not hasattr(self.table(), "scan_stamps"):
-            return None
         return cache_for(self.tsdb)
 
     def _row_groups(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
