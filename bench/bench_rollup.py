@@ -27,6 +27,7 @@ from common import temp_storage_url
 from app.config import load_config
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB, hour_cache
+from app.tsdb.closed_range import RANGE_SETTLED_MS
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
@@ -79,9 +80,10 @@ def run(name: str, config: dict[str, Any], series: int, hours: int) -> None:
               f"cells in {wall:.1f} s wall, {cpu:.1f} s CPU: "
               f"{stats.cells_written / wall:,.0f} cells/s, {stats.cells_written / cpu:,.0f} "
               f"cells per CPU-second")
-        # Closed rows are kept decoded once their newest cell is settled: wait for that, so
-        # both paths are measured as a dashboard's refresh reads them (the first run is cold).
-        time.sleep(hour_cache.SETTLED_MS / 1000 + 1)
+        # Closed rows are kept decoded once their newest cell is settled, closed ranges once
+        # the range's newest cell is: wait for that, so both paths are measured as a
+        # dashboard's refresh reads them (the first run is cold).
+        time.sleep(max(hour_cache.SETTLED_MS, RANGE_SETTLED_MS) / 1000 + 1)
         app = create_app(dict(tsdb.config))
         app.extensions["tsdb"] = tsdb
         client = app.test_client()

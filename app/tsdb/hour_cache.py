@@ -25,6 +25,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+import numpy as np
+
 from app.storage.codec_decode import DecodedRow
 
 if TYPE_CHECKING:
@@ -65,6 +67,7 @@ class CachedRow:
     stored_bytes: int
     block: Block | None = None
     offset: int = -1  # where ``decoded`` starts in ``block``'s arrays (-1: unknown)
+    rows: int = 1  # stored rows it stands for (a range entry's series: all its rows)
 
     @property
     def nbytes(self) -> int:
@@ -75,12 +78,30 @@ class CachedRow:
         return d.ts_ms.nbytes + d.values.nbytes + d.is_int.nbytes + ENTRY_OVERHEAD_BYTES
 
 
+@dataclass(eq=False, slots=True)
+class RangeEntry:
+    """What a reader assembled from a whole key range of closed rows (every series of the
+    range, ready for the engine), validated by one stamp of the range: ``(cells or rows,
+    newest write time in ms)`` over all of it (see docs/cache.md). ``nbytes`` counts every
+    array the payload holds on to."""
+
+    stamp: Stamp
+    payload: object
+    nbytes: int  # of the arrays it alone holds on to (and its bookkeeping)
+    rows: int  # the stored rows it stands for (a hit counts them as row hits)
+    blocks: tuple[Block, ...] = ()  # kept blocks its arrays are views of: counted once
+
+
 @dataclass
 class CacheStats:
     hits: int = 0
     misses: int = 0
     stale: int = 0  # entries found with another stamp: the row changed
     evictions: int = 0
+    # Range entries (``hits`` also counts the rows a range hit stands for).
+    range_hits: int = 0
+    range_misses: int = 0
+    range_stale: int = 0
 
 
 class HourCache:
@@ -90,17 +111,23 @@ class HourCache:
         self.max_bytes = max_bytes
         self.bytes = 0
         self.stats = CacheStats()
-        self._entries: OrderedDict[tuple[str, bytes], CachedRow] = OrderedDict()
+        self._entries: OrderedDict[tuple[str, bytes], CachedRow | RangeEntry] = OrderedDict()
         self._lock = threading.Lock()
+        self._ranges = 0  # range entries among the entries
 
     def __len__(self) -> int:
-        return len(self._entries)
+        """Row entries kept (range entries are counted by :attr:`ranges`)."""
+        return len(self._entries) - self.ranges
+
+    @property
+    def ranges(self) -> int:
+        return self._ranges
 
     def get(self, table: str, key: bytes, stamp: Stamp) -> CachedRow | None:
         """The entry of the row when its stamp is still ``stamp``; a stale one is dropped."""
         with self._lock:
             entry = self._entries.get((table, key))
-            if entry is None:
+            if not isinstance(entry, CachedRow):  # none (range entries have spaces apart)
                 self.stats.misses += 1
                 return None
             if entry.stamp != stamp:
@@ -111,6 +138,44 @@ class HourCache:
             self._entries.move_to_end((table, key))
             self.stats.hits += 1
             return entry
+
+    def get_range(self, space: str, key: bytes, stamp: Stamp) -> RangeEntry | None:
+        """The range entry under ``key`` when its stamp is still ``stamp``; a stale one is
+        dropped (a range's key names its table, rows and what was kept of them)."""
+        with self._lock:
+            slot = (space, key)
+            entry = self._entries.get(slot)
+            if not isinstance(entry, RangeEntry):
+                self.stats.range_misses += 1
+                return None
+            if entry.stamp != stamp:
+                self.stats.range_stale += 1
+                self.stats.range_misses += 1
+                self._drop(slot)
+                return None
+            self._entries.move_to_end(slot)
+            self.stats.range_hits += 1
+            self.stats.hits += entry.rows
+            return entry
+
+    def put_range(self, space: str, key: bytes, entry: RangeEntry) -> bool:
+        """Keep a range entry unless it alone would take more than the budget."""
+        if entry.nbytes + sum(block.nbytes for block in entry.blocks) > self.max_bytes:
+            return False
+        self.put_many(space, [(key, entry)])
+        return True
+
+    def blocks_by_root(self) -> dict[int, Block]:
+        """The kept blocks by the ``id`` of their arrays' owners: a range entry made of
+        views of them counts them once, beside the row entries (``RangeEntry.blocks``)."""
+        with self._lock:
+            found: dict[int, Block] = {}
+            for entry in self._entries.values():
+                for block in _blocks_of(entry):
+                    arrays = block.arrays
+                    for array in (arrays.ts_ms, arrays.values, arrays.is_int):
+                        found[id(root_array(array))] = block
+            return found
 
     def holds(self, table: str, key: bytes, stamp: Stamp) -> bool:
         """Whether the row's entry is kept with this stamp (no statistics, no LRU move)."""
@@ -129,6 +194,8 @@ class HourCache:
                 key, cells, newest = row[0], row[1], row[2]
                 slot = (table, key)
                 entry = entries.get(slot)
+                if isinstance(entry, RangeEntry):  # not in a row space
+                    entry = None
                 if entry is not None and entry.stamp[0] == cells and entry.stamp[1] == newest:
                     entries.move_to_end(slot)
                     found += 1
@@ -144,17 +211,19 @@ class HourCache:
     def put(self, table: str, key: bytes, entry: CachedRow) -> None:
         self.put_many(table, [(key, entry)])
 
-    def put_many(self, table: str, entries: Sequence[tuple[bytes, CachedRow]]) -> None:
+    def put_many(self, table: str,
+                 entries: Sequence[tuple[bytes, CachedRow | RangeEntry]]) -> None:
         with self._lock:
             for key, entry in entries:
                 if (table, key) in self._entries:
                     self._drop((table, key))
                 self._entries[(table, key)] = entry
+                self._ranges += isinstance(entry, RangeEntry)
                 self.bytes += entry.nbytes
-                if entry.block is not None:
-                    if entry.block.rows == 0:
-                        self.bytes += entry.block.nbytes
-                    entry.block.rows += 1
+                for block in _blocks_of(entry):
+                    if block.rows == 0:
+                        self.bytes += block.nbytes
+                    block.rows += 1
             while self.bytes > self.max_bytes and self._entries:
                 oldest = next(iter(self._entries))
                 self._drop(oldest)
@@ -163,15 +232,29 @@ class HourCache:
     def clear(self) -> None:
         with self._lock:
             self._entries.clear()
-            self.bytes = 0
+            self.bytes = self._ranges = 0
 
     def _drop(self, slot: tuple[str, bytes]) -> None:
         entry = self._entries.pop(slot)
         self.bytes -= entry.nbytes
-        if entry.block is not None:
-            entry.block.rows -= 1
-            if entry.block.rows == 0:
-                self.bytes -= entry.block.nbytes
+        self._ranges -= isinstance(entry, RangeEntry)
+        for block in _blocks_of(entry):
+            block.rows -= 1
+            if block.rows == 0:
+                self.bytes -= block.nbytes
+
+
+def _blocks_of(entry: CachedRow | RangeEntry) -> tuple[Block, ...]:
+    if isinstance(entry, RangeEntry):
+        return entry.blocks
+    return () if entry.block is None else (entry.block,)
+
+
+def root_array(array: np.ndarray) -> np.ndarray:
+    """The array owning ``array``'s memory (a view keeps it alive whole)."""
+    while isinstance(array.base, np.ndarray):
+        array = array.base
+    return array
 
 
 def clock_ms() -> int:

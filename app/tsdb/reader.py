@@ -31,7 +31,7 @@ from app.storage import codec
 from app.storage.base import Row, Table, prefix_stop, scan_ranges
 from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB, closed_range, hour_cache
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
@@ -106,6 +106,10 @@ class SeriesReader:
         self._cache_table = ""
         self._stamps: dict[bytes, Stamp] = {}  # of the rows read from storage, to keep them
         self._weights: dict[bytes, int] = {}  # their stored bytes
+        # Closed rows through range entries (off for the inner read that fills one).
+        self.range_reads = True
+        # (rows, stored bytes) of each series read, when recorded (closed_range fills one).
+        self.kept_counts: list[tuple[int, int]] | None = None
 
     # Whether this reader's rows are raw data rows the hour cache may keep.
     cacheable = True
@@ -133,10 +137,33 @@ class SeriesReader:
         return self.tsdb.data_table()
 
     def read_rows(self, sub: SubQuery, first_s: int, last_s: int) -> list[Series]:
-        """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``."""
+        """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``: the
+        closed rows through a range entry of the hour cache when the store can stamp a whole
+        range (``closed_range``), the others (and all of them otherwise) row by row."""
         filters = [build_filter(f) for f in sub.filters]
+        cache = self._range_cache()
+        closed_s = None if cache is None else closed_range.closed_last_s(
+            first_s, last_s, self.row_span_s, hour_cache.clock_ms())
+        if cache is not None and closed_s is not None:
+            series_before = self.stats.series
+            closed = closed_range.read_closed(self, cache, sub, filters, first_s, closed_s)
+            if closed is not None:
+                if closed_s == last_s:
+                    return closed
+                rest = self._decode(self._row_groups(sub, filters, closed_s + self.row_span_s,
+                                                     last_s), filters, sub.explicit_tags)
+                joined = closed_range.joined(closed, rest)
+                self.stats.series = series_before + len(joined)  # each series once
+                self.limits.check_emitted(sub, self._buckets, len(joined))  # all of them
+                return joined
         return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
                             sub.explicit_tags)
+
+    def _range_cache(self) -> HourCache | None:
+        """The hour cache when this read may validate closed rows a range at a time."""
+        if not (self.range_reads and self.use_cache and self.cacheable):
+            return None
+        return cache_for(self.tsdb)
 
     def _row_groups(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
                     last_s: int) -> Iterable[_SeriesRows]:
@@ -387,7 +414,7 @@ class SeriesReader:
         try:
             for key, cells in rows:
                 read += 1
-                stats.rows += 1
+                stats.rows += cells.rows if isinstance(cells, CachedRow) else 1
                 stats.bytes += (cells.stored_bytes if isinstance(cells, CachedRow)
                                 else self._weight(key, cells))
                 if stats.rows % CHECK_EVERY_ROWS == 0:
@@ -448,7 +475,15 @@ class SeriesReader:
             if not isinstance(cells, CachedRow)]
         decoded = self._decode_all([group for group, _ in kept])
         self.stats.series += len(kept)
+        if self.kept_counts is not None:
+            self.kept_counts += [self._counts(group) for group, _ in kept]
         return [self._series(group, tags, rows) for (group, tags), rows in zip(kept, decoded)]
+
+    def _counts(self, group: _SeriesRows) -> tuple[int, int]:
+        """A series' rows and their stored bytes, as ``_group`` counted them."""
+        return len(group.rows), sum(
+            cells.stored_bytes if isinstance(cells, CachedRow) else self._weight(key, cells)
+            for key, cells in group.rows)
 
     def _matching(self, groups: Iterable[_SeriesRows], filters: Sequence[TagFilter],
                   explicit_tags: bool) -> list[tuple[_SeriesRows, dict[str, str]]]:

@@ -9,7 +9,9 @@ that point is the exact answer.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -18,6 +20,7 @@ from app.query.ast import SubQuery
 from app.storage import codec
 from app.storage.base import Table
 from app.storage.codec_rollup import rollup_base_time
+from app.tsdb import closed_range, hour_cache, rollup_ranges
 from app.tsdb.hour_cache import CachedRow, cache_for
 from app.tsdb.reader import SeriesReader, StoredRow, _SeriesRows, _UidConstraint
 from app.tsdb.rollup_config import RollupInterval
@@ -68,10 +71,29 @@ class RollupReader(SeriesReader):
         """The rows of the scan range, only the wanted aggregates' cells, through the hour
         cache (``rollup_rows``): every row comes in the stream (cached ones as
         :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
-        ranges = [key_range for salt in self.layout.salt_prefixes()
-                  for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
-        rows = self._source().rows(ranges)
+        source = self._source()
+        closed_s = None
+        if source.cache is not None and (hasattr(source.table, "range_newest")
+                                         or hasattr(source.table, "scan_stamps_packed")):
+            closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
+                                                  hour_cache.clock_ms())
+        closed = [] if closed_s is None else self._all_ranges(metric_uid, first_s, closed_s,
+                                                              narrow)
+        rows: Iterator[tuple[bytes, RollupRow]]
+        if closed_s is None or any(stop is None for _, stop in closed):
+            rows = source.rows(self._all_ranges(metric_uid, first_s, last_s, narrow))
+        else:
+            # The closed rows one joined row per series, the open ones row by row.
+            later = [] if closed_s == last_s else self._all_ranges(
+                metric_uid, closed_s + self.row_span_s, last_s, narrow)
+            rows = itertools.chain(rollup_ranges.closed_rows(source, cast(Any, closed)),
+                                   source.rows(later))
         return [], (rows if keep is None else (row for row in rows if keep(row[0])))
+
+    def _all_ranges(self, metric_uid: bytes, first_s: int, last_s: int,
+                    narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
+        return [key_range for salt in self.layout.salt_prefixes()
+                for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
 
     def _source(self) -> RowSource:
         assert self.value_id is not None

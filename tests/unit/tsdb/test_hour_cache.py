@@ -11,6 +11,7 @@ from app.tsdb.hour_cache import (
     Block,
     CachedRow,
     HourCache,
+    RangeEntry,
     keepable,
 )
 
@@ -73,3 +74,30 @@ def test_only_closed_settled_rows_are_kept() -> None:
     assert not keepable(9 * 3600, 3600, (1, 9 * hour_ms), now_ms)  # the open hour
     assert not keepable(8 * 3600, 3600, (1, now_ms - SETTLED_MS + 1), now_ms)  # just written
     assert keepable(8 * 3600, 3600, (1, now_ms - SETTLED_MS), now_ms)
+
+
+def test_a_range_entry_counts_its_rows_and_shares_kept_blocks() -> None:
+    """A range entry made of views of a kept block counts the block once, beside the row
+    entries; the block's bytes go with the last entry of either kind."""
+    decoded = row(100)
+    block = Block(decoded)
+    cache = HourCache(10_000)
+    cache.put("t", b"a", CachedRow((1, 1), decoded, 10, block))
+    own = 300
+    assert cache.put_range("t\x00ranges", b"r", RangeEntry((5, 9), "series", own, 4, (block,)))
+    assert cache.bytes == block.nbytes + ENTRY_OVERHEAD_BYTES + own
+    assert len(cache) == 1 and cache.ranges == 1  # len counts row entries
+    assert cache.get_range("t\x00ranges", b"r", (5, 9)) is not None
+    assert cache.stats.range_hits == 1 and cache.stats.hits == 4  # the rows it stands for
+    cache.get("t", b"a", (2, 2))  # the row entry goes stale: the range keeps the block
+    assert cache.bytes == block.nbytes + own
+    assert cache.get_range("t\x00ranges", b"r", (5, 10)) is None  # a newer cell in the range
+    assert cache.stats.range_stale == 1 and cache.bytes == 0 and cache.ranges == 0
+
+
+def test_a_range_entry_bigger_than_the_budget_is_not_kept() -> None:
+    cache = HourCache(1_000)
+    assert not cache.put_range("s", b"r", RangeEntry((1, 1), None, 800, 1, (Block(row(20)),)))
+    assert cache.bytes == 0 and cache.ranges == 0
+    assert cache.put_range("s", b"r", RangeEntry((1, 1), None, 800, 1))
+    assert cache.bytes == 800

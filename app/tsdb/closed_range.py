@@ -1,0 +1,290 @@
+"""Warm reads of closed hours without a step per row: one stamp for a whole key range.
+
+A query's closed hours (every hour of the scan that ended, plus the settle time) are one set of
+key ranges per sub-query shape: the salt buckets' ranges, or a literal filter's narrowed ranges
+per hour. On the embedded store one aggregate statement returns the ``(cells, newest write
+time)`` of every cell in them (``SqliteTable.range_stamp``); when it equals the stamp kept with
+the range's assembled series, those series are the answer, handed to the engine as they were
+kept (read-only arrays), and only the tag filters run again, once per series. Otherwise the
+closed hours are read as before (row stamps, the per-row cache, storage), and what that read
+assembled is kept under the stamp read *before* it, when the range is settled and nothing in it
+needs its cells again (notes, integers beyond 2**53) or was left out (a series a name filter
+dropped, which is then never fetched). Why a write, delete or compaction anywhere in the range
+changes its stamp: docs/cache.md.
+"""
+
+from __future__ import annotations
+
+import copy
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.engine.model import Series
+from app.query.ast import SubQuery
+from app.query.filters import TagFilter, merge_filters, series_matches
+from app.tsdb import hour_cache
+from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
+
+if TYPE_CHECKING:
+    from app.tsdb.reader import SeriesReader
+
+# A range's newest cell must be this old before its assembly is kept. Longer than a row's
+# SETTLED_MS: a write is stamped when its batch is queued, before the write lock, and any row
+# of the range (not only the row itself) being written late would hide behind the range's
+# newest cell (docs/cache.md).
+RANGE_SETTLED_MS = 30_000
+
+
+# Reads (key space, ranges, filters) whose name filters left series out: they go row by row
+# without a range stamp (a few recent ones; forgetting one costs one stamp).
+_DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
+# Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
+_ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+MAX_REMEMBERED = 1024
+_MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
+
+
+@dataclass(frozen=True, slots=True)
+class KeptSeries:
+    """One series of a kept range: what the reader made of its closed rows."""
+
+    row_order: bytes
+    tag_uids: tuple[tuple[bytes, bytes], ...]
+    tsuid: str
+    rows: int  # rows and stored bytes, counted as a cold read counts them
+    stored_bytes: int
+    ts_ms: np.ndarray
+    values: np.ndarray
+    is_int: np.ndarray
+
+
+def closed_last_s(first_s: int, last_s: int, span_s: int, now_ms: int) -> int | None:
+    """The base time of the last closed, settled row in ``[first_s, last_s]`` (None: none)."""
+    newest_closed = (now_ms - hour_cache.SETTLED_MS) // 1000 - span_s
+    last = min(last_s, newest_closed - (newest_closed - first_s) % span_s)
+    return last if last >= first_s else None
+
+
+def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
+                filters: Sequence[TagFilter], first_s: int, last_s: int) -> list[Series] | None:
+    """The series of ``sub`` from the closed rows ``[first_s, last_s]``, through a range
+    entry; None when this read cannot go that way (rows fetched by key, a range to the end
+    of the key space)."""
+    found = _ranges(reader, sub, filters, first_s, last_s)  # UIDs first: their 400s, 503s
+    if found is None:
+        return None
+    ranges, shape = found
+    table: Any = reader.table()
+    if not hasattr(table, "scan_stamps"):
+        return None  # a store that cannot stamp rows without their values
+    space = table.name + "\x00ranges"
+    dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
+    if dropping in _DROPPING:
+        return None  # its name filters leave series out: never kept, row by row at once
+    if not hasattr(table, "range_stamp") and not asked_before(space, shape):
+        # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
+        # pass does without; pay it from the second read of the same ranges (a dashboard).
+        return None
+    stamp, rows = range_stamp(table, ranges)
+    entry = cache.get_range(space, shape, stamp)
+    if entry is not None:
+        kept: Kept = entry.payload  # type: ignore[assignment]
+        if kept.rows == rows:
+            return _from_kept(reader, sub, filters, kept.series)
+    inner = _inner_reader(reader)
+    try:
+        series = inner.read_rows(sub, first_s, last_s)
+    finally:  # a read stopped by a limit or the deadline reports what it read
+        _add_stats(reader, inner)
+    if _dropped(inner, series):
+        _remember(_DROPPING, dropping)
+        return series
+    kept_series = _keepable(inner, series, stamp)
+    if kept_series is not None:
+        own_bytes, blocks = _held(kept_series, cache.blocks_by_root())
+        cache.put_range(space, shape, RangeEntry(stamp, Kept(kept_series, rows), own_bytes,
+                                                 sum(s.rows for s in kept_series), blocks))
+    return series
+
+
+def asked_before(space: str, shape: bytes) -> bool:
+    """Whether these ranges were read before (recently) by this process; remembers them."""
+    return _remember(_ASKED, (space, shape))
+
+
+def _remember(memory: OrderedDict[Any, None], key: Any) -> bool:
+    """Add ``key`` to a bounded memory (the oldest go); whether it was there already."""
+    with _MEMORY_LOCK:
+        if key in memory:
+            memory.move_to_end(key)
+            return True
+        memory[key] = None
+        while len(memory) > MAX_REMEMBERED:
+            memory.popitem(last=False)
+        return False
+
+
+def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
+                ) -> tuple[hour_cache.Stamp, list[tuple[bytes, int, int]] | None]:
+    """The ranges' stamp: on the embedded store one aggregate statement; on HBase (no
+    aggregates on the region servers) every row's stamp, which the entry keeps and compares
+    whole (the stamp then is the rows' number and newest write time, a quick first test)."""
+    if hasattr(table, "range_stamp"):
+        return table.range_stamp(ranges, "t"), None
+    rows = [row for start, stop in ranges for row in table.scan_stamps(start, stop, "t")]
+    return (len(rows), max((row[2] for row in rows), default=0)), rows
+
+
+@dataclass(frozen=True, slots=True)
+class Kept:
+    """A range entry's payload: its series, and the row stamps it was read with (HBase)."""
+
+    series: list[KeptSeries]
+    rows: list[tuple[bytes, int, int]] | None
+
+
+def _ranges(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
+            last_s: int) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+    """The key ranges of the rows, and the entry's key: the ranges and the UID constraints
+    that chose them (what a cold read of them would keep)."""
+    from app.tsdb.reader import _exact_tag_sets, _narrowing
+
+    if sub.tsuids or sub.metric is None:
+        return None
+    metric_uid = reader.tsdb.metrics.get_id(sub.metric)
+    constraints = reader._resolve(merge_filters(filters))
+    if sub.explicit_tags and filters and _exact_tag_sets(constraints) is not None:
+        return None  # fetched by key: no scan range to stamp
+    narrow = _narrowing(constraints)
+    ranges = [key_range for salt in reader.layout.salt_prefixes()
+              for key_range in reader._ranges(salt, metric_uid, first_s, last_s, narrow)]
+    bounded = [(start, stop) for start, stop in ranges if stop is not None]
+    if len(bounded) < len(ranges):
+        return None
+    shape = repr((sorted(constraints, key=repr), bounded)).encode()
+    return bounded, shape
+
+
+def _inner_reader(reader: SeriesReader) -> SeriesReader:
+    """A reader like ``reader`` (same class, table, limits, deadline) with stats of its own,
+    reading the closed rows the per-row way."""
+    inner = copy.copy(reader)
+    inner.stats = type(reader.stats)()
+    inner.matched_rows = []
+    inner.range_reads = False
+    inner._stamps, inner._weights = {}, {}
+    inner._cache = None
+    inner.kept_counts = []
+    return inner
+
+
+def _add_stats(reader: SeriesReader, inner: SeriesReader) -> None:
+    for name in ("rows", "points", "series", "bytes"):
+        setattr(reader.stats, name, getattr(reader.stats, name) + getattr(inner.stats, name))
+
+
+def _keepable(inner: SeriesReader, series: Sequence[Series],
+              stamp: hour_cache.Stamp) -> list[KeptSeries] | None:
+    """What to keep of a read of the closed rows (that left no series out), or None when it
+    must not be kept: the range not settled, a note or an integer beyond 2**53 (their cells
+    are needed each time)."""
+    if stamp[1] + RANGE_SETTLED_MS > hour_cache.clock_ms():
+        return None
+    counts = inner.kept_counts
+    if counts is None or len(counts) != len(series):
+        return None
+    if any(s.annotations or s.long_values is not None for s in series):
+        return None
+    kept = []
+    for s, (rows, stored_bytes) in zip(series, counts, strict=True):
+        for array in (s.ts_ms, s.values, s.is_int):
+            array.flags.writeable = False  # kept: shared by later queries
+        kept.append(KeptSeries(s.row_order, tuple(s.tag_uids.values()), s.tsuid, rows,
+                               stored_bytes, s.ts_ms, s.values, s.is_int))
+    return kept
+
+
+def _dropped(inner: SeriesReader, series: Sequence[Series]) -> bool:
+    """Whether the read left series out by their tag names (their rows were counted, not
+    fetched): what it assembled is not the whole range."""
+    counts = inner.kept_counts or []
+    return len(counts) != len(series) or sum(rows for rows, _ in counts) != inner.stats.rows
+
+
+def _held(kept: Sequence[KeptSeries], blocks: dict[int, Block]
+          ) -> tuple[int, tuple[Block, ...]]:
+    """What the entry holds on to: the bytes of arrays of its own (whole: a view keeps its
+    base alive), and the kept blocks its other arrays are views of (counted once)."""
+    own: dict[int, int] = {}
+    shared: dict[int, Block] = {}
+    for s in kept:
+        for array in (s.ts_ms, s.values, s.is_int):
+            root = hour_cache.root_array(array)
+            block = blocks.get(id(root))
+            if block is not None:
+                shared[id(block)] = block
+            else:
+                own[id(root)] = root.nbytes
+    return (sum(own.values()) + ENTRY_OVERHEAD_BYTES * (len(kept) + 1),
+            tuple(shared.values()))
+
+
+def _from_kept(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter],
+               kept: Sequence[KeptSeries]) -> list[Series]:
+    """The kept series the filters' tag names still pass, counted as a cold read counts."""
+    stats = reader.stats
+    out = []
+    for s in kept:
+        stats.rows += s.rows
+        stats.bytes += s.stored_bytes
+        tags = reader._names(s.tag_uids)
+        if tags is None or not series_matches(tags, filters, sub.explicit_tags):
+            continue
+        stats.points += int(s.ts_ms.size)
+        out.append(Series(tsuid=s.tsuid, tags=tags, ts_ms=s.ts_ms, values=s.values,
+                          is_int=s.is_int, row_order=s.row_order,
+                          tag_uids=dict(zip(tags, s.tag_uids))))
+    stats.series += len(out)
+    reader.limits.check_read(sub, stats.points, stats.bytes)
+    reader.limits.check_emitted(sub, reader._buckets, len(out))
+    reader.deadline.check(sub.index)
+    return out
+
+
+def joined(closed: list[Series], rest: list[Series]) -> list[Series]:
+    """Each series' closed rows followed by its later rows (``rest`` starts where the closed
+    rows end), in row-key order."""
+    if not rest:
+        return closed
+    merged = {s.row_order: s for s in closed}
+    for later in rest:
+        head = merged.get(later.row_order)
+        if head is None:
+            merged[later.row_order] = later
+            continue
+        merged[later.row_order] = _concat(head, later)
+    return [merged[key] for key in sorted(merged)]
+
+
+def _concat(head: Series, later: Series) -> Series:
+    longs = None
+    if head.long_values is not None or later.long_values is not None:
+        longs = np.concatenate((_longs(head), _longs(later)))
+    return Series(tsuid=head.tsuid, tags=head.tags,
+                  ts_ms=np.concatenate((head.ts_ms, later.ts_ms)),
+                  values=np.concatenate((head.values, later.values)),
+                  is_int=np.concatenate((head.is_int, later.is_int)),
+                  annotations=head.annotations + later.annotations, long_values=longs,
+                  row_order=head.row_order, tag_uids=head.tag_uids)
+
+
+def _longs(series: Series) -> np.ndarray:
+    """Exact 64-bit values of the integer points (as the reader makes them)."""
+    if series.long_values is not None:
+        return series.long_values
+    return np.where(series.is_int, series.values, 0.0).astype(np.int64)

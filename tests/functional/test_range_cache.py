@@ -1,0 +1,216 @@
+"""Closed hours through range entries (docs/cache.md), on both backends: a warm read of
+closed hours answers from one entry validated by one stamp of the whole key range (the
+embedded store: one aggregate statement; HBase: every row's stamp, compared whole), and
+every change anywhere in the range — a late
+point, a new series, a query delete, a compaction, a row deleted, a write by another OS
+process — is seen by the next query, with the same answer as a read with the cache off."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from flask.testing import FlaskClient
+
+from app import create_app
+from app.tsdb import TSDB, closed_range, hour_cache
+from app.tsdb.compaction import compact_table
+from app.tsdb.hour_cache import HourCache, cache_for
+from app.tsdb.writer import DataPoint, PointWriter
+from tests.conftest import app_over, make_tsdb
+
+HOUR_S = 3600
+BASE_S = (int(time.time()) // HOUR_S - 8) * HOUR_S  # four closed hours, well before now
+HOURS = 4
+POINTS = {host: [(BASE_S + i * 60, i + offset) for i in range(HOURS * 60)]
+          for host, offset in (("a", 0), ("b", 1000), ("c", 0.5))}
+CLOSED = f"start={BASE_S}&end={BASE_S + HOURS * HOUR_S - 1}"
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache's clock ten minutes on: every closed hour and range counts as settled."""
+    real = hour_cache.clock_ms
+    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 600_000)
+
+
+@pytest.fixture
+def loaded(tsdb: TSDB, settled: None) -> Iterator[FlaskClient]:
+    closed_range._ASKED.clear()  # HBase stamps a range from its second read: start afresh
+    closed_range._DROPPING.clear()
+    for host, points in POINTS.items():
+        write(tsdb, points, host)
+    yield app_over(tsdb).test_client()
+
+
+def write(tsdb: TSDB, points: list[tuple[int, int | float]], host: str) -> None:
+    errors = PointWriter(tsdb).write([DataPoint("range.m", ts, v, {"host": host})
+                                      for ts, v in points])
+    assert not any(errors), errors
+
+
+def answer(client: FlaskClient, m: str = "none:range.m{host=*}", times: str = CLOSED) -> Any:
+    response = client.get(f"/api/query?{times}&m={m}&show_summary")
+    assert response.status_code == 200, response.get_data(as_text=True)
+    body = response.get_json()
+    summary = body.pop()["statsSummary"]["queryIdx_00"]
+    return ({s["tags"]["host"]: s["dps"] for s in body},
+            (summary["rowsScanned"], summary["dpsRead"]))
+
+
+def expected(points: dict[str, list[tuple[int, Any]]]) -> dict[str, dict[str, Any]]:
+    return {host: {str(ts): v for ts, v in sorted(rows)} for host, rows in points.items()}
+
+
+def dashboard(tsdb: TSDB, client: FlaskClient) -> Any:
+    """The closed hours read as a dashboard does, again and again: then their range is kept
+    (on HBase, whose range stamp is a scan, from the second read on)."""
+    first = answer(client)
+    assert answer(client) == first
+    assert the_cache(tsdb).ranges == 1
+    return first
+
+
+def the_cache(tsdb: TSDB) -> HourCache:
+    cache = cache_for(tsdb)
+    assert cache is not None
+    return cache
+
+
+def test_a_warm_read_is_one_range_entry(backend: str, tsdb: TSDB,
+                                        loaded: FlaskClient) -> None:
+    cold = answer(loaded)
+    assert cold == (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
+    cache = the_cache(tsdb)
+    for _ in range(3):
+        assert answer(loaded) == cold  # same points, same rows and points counted
+    assert cache.ranges == 1
+    hits = 3 if backend == "sqlite" else 2  # HBase stamps a range from its second read
+    assert cache.stats.range_hits == hits
+    assert cache.stats.hits == 3 * 3 * HOURS  # a range hit counts its rows (HBase: the
+    # second read's rows came from the row entries)
+
+
+def test_filters_run_per_series_on_a_kept_range(tsdb: TSDB,
+                                                loaded: FlaskClient) -> None:
+    """The entry holds every series of the range; a narrower filter picks from it, and
+    counts the rows of the series it drops as a cold read does."""
+    dashboard(tsdb, loaded)
+    hits = the_cache(tsdb).stats.range_hits
+    picked, counted = answer(loaded, "none:range.m{host=regexp(a|c)}")
+    assert picked == expected({h: POINTS[h] for h in ("a", "c")})
+    assert counted == (3 * HOURS, 2 * HOURS * 60)
+    assert the_cache(tsdb).stats.range_hits > hits
+
+
+def test_a_late_point_in_a_closed_hour_is_seen(tsdb: TSDB,
+                                               loaded: FlaskClient) -> None:
+    dashboard(tsdb, loaded)
+    late = (BASE_S + 2 * HOUR_S + 30, 99.5)
+    write(tsdb, [late], "b")
+    changed = {**POINTS, "b": [*POINTS["b"], late]}
+    assert answer(loaded)[0] == expected(changed)
+    assert the_cache(tsdb).stats.range_stale == 1
+    assert answer(loaded)[0] == expected(changed)  # kept again, with the late point
+
+
+def test_an_overwrite_in_place_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
+    """The same qualifier written again (same time, same value width): as many cells as
+    before, only a newer write time shows the change."""
+    dashboard(tsdb, loaded)
+    time.sleep(0.002)  # not the write time of the first write: HBase would keep the older
+    write(tsdb, [(BASE_S + 60, 9.5)], "c")  # was 1.5: a float of the same width
+    changed = {**POINTS, "c": [(ts, 9.5 if ts == BASE_S + 60 else v) for ts, v in POINTS["c"]]}
+    assert answer(loaded)[0] == expected(changed)
+
+
+def test_a_new_series_in_a_closed_hour_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
+    dashboard(tsdb, loaded)
+    write(tsdb, [(BASE_S + HOUR_S + 5, 7)], "d")
+    seen, counted = answer(loaded)
+    assert seen == expected({**POINTS, "d": [(BASE_S + HOUR_S + 5, 7)]})
+    assert counted == (3 * HOURS + 1, 3 * HOURS * 60 + 1)
+
+
+def test_a_query_delete_by_another_app_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
+                                               loaded: FlaskClient) -> None:
+    dashboard(tsdb, loaded)
+    deleter = create_app({**tsd_config, "tsd.query.allow_delete": True})
+    first, last = BASE_S + HOUR_S, BASE_S + 2 * HOUR_S - 1
+    try:
+        response = deleter.test_client().post("/api/query", data=json.dumps({
+            "start": first, "end": last, "delete": True,
+            "queries": [{"aggregator": "sum", "metric": "range.m", "tags": {"host": "a"}}]}))
+    finally:
+        deleter.extensions["tsdb"].close()  # its own store connection
+    assert response.status_code == 200, response.get_data(as_text=True)
+    kept = {**POINTS, "a": [(ts, v) for ts, v in POINTS["a"] if not first <= ts <= last]}
+    assert answer(loaded)[0] == expected(kept)
+
+
+def test_a_deleted_row_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
+    """A whole row gone (HBase's deleteall, as an operator or a TTL would): fewer cells."""
+    dashboard(tsdb, loaded)
+    table = tsdb.data_table()
+    key = next(key for key, _ in table.scan(columns=[b"t"]))
+    table.delete(key)
+    seen, counted = answer(loaded)
+    assert counted[0] == 3 * HOURS - 1
+    assert sum(map(len, seen.values())) == 3 * HOURS * 60 - 60
+
+
+def test_a_compaction_is_seen_and_changes_nothing(tsdb: TSDB,
+                                                  loaded: FlaskClient) -> None:
+    before = dashboard(tsdb, loaded)
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    assert answer(loaded)[0] == before[0]
+    assert the_cache(tsdb).stats.range_stale == 1
+    assert answer(loaded)[0] == before[0]
+
+
+def test_a_write_by_another_process_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
+                                            loaded: FlaskClient) -> None:
+    dashboard(tsdb, loaded)
+    late = [(BASE_S + 3 * HOUR_S + 15, -7), (BASE_S + 15, 3.25)]
+    script = (
+        "import json, sys\n"
+        "from app.config import load_config\n"
+        "from app.tsdb import TSDB\n"
+        "from app.tsdb.writer import DataPoint, PointWriter\n"
+        "config, points = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
+        "tsdb = TSDB(load_config(config, environ={}))\n"
+        "errors = PointWriter(tsdb).write([DataPoint('range.m', ts, v, {'host': 'c'})\n"
+        "                                  for ts, v in points])\n"
+        "assert not any(errors), errors\n")
+    subprocess.run([sys.executable, "-c", script, json.dumps(tsd_config), json.dumps(late)],
+                   check=True, timeout=60)
+    changed = {**POINTS, "c": sorted([*POINTS["c"], *map(tuple, late)])}
+    assert answer(loaded)[0] == expected(changed)
+
+
+def test_closed_hours_and_the_open_hour_join(tsd_config: dict[str, Any], tsdb: TSDB,
+                                             settled: None) -> None:
+    """Up to now: the closed hours from the range entry, the open hour read row by row, as
+    the same answer as the cache off, every time."""
+    now_s = int(time.time())
+    points = [(now_s - 3 * HOUR_S + i * 60, i) for i in range(3 * 60)]
+    write(tsdb, points, "a")
+    write(tsdb, [(BASE_S, 1)], "b")
+    off = make_tsdb({**tsd_config, "tsd.query.cache.max_bytes": 0})
+    url = f"/api/query?start={BASE_S}&m=sum:range.m{{host=*}}&show_summary"
+    try:
+        want = app_over(off).test_client().get(url).get_json()
+        client = app_over(tsdb).test_client()
+        for _ in range(3):
+            got = client.get(url).get_json()
+            assert got[:-1] == want[:-1]
+            summary = got[-1]["statsSummary"]["queryIdx_00"]
+            for count in ("rowsScanned", "dpsRead", "seriesRead"):
+                assert summary[count] == want[-1]["statsSummary"]["queryIdx_00"][count]
+    finally:
+        off.close()
