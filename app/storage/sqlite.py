@@ -304,7 +304,7 @@ class SqliteTable:
             for column in data:
                 if column[:2] != b"t:":
                     _split_qualified(column)
-        self.store._group.write(self.name, puts, now_ms())
+        self.store._group.write(self.name, puts)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = _split_qualified(column)

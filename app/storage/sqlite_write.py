@@ -32,6 +32,7 @@ import logging
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from itertools import repeat
 from operator import itemgetter
@@ -229,9 +230,9 @@ class GroupCommit:
         self._staged_cells = 0  # staged by this process since its last merge
         self._staged_bytes = 0
 
-    def write(self, table: str, puts: Puts, ts: int) -> None:
-        """Store ``table``'s cells, written at ``ts``: staged, or directly when they are big."""
-        mine = _Pending(table, puts, ts)
+    def write(self, table: str, puts: Puts) -> None:
+        """Store ``table``'s cells: staged, or directly when they are big."""
+        mine = _Pending(table, puts)
         with self._ready:
             self._queue.append(mine)
             while not mine.done and self._writing:
@@ -245,8 +246,12 @@ class GroupCommit:
         merge = False
         try:
             with self._store.transaction() as db:
+                # Stamped now, under the write lock every process takes, not when the batch
+                # was queued: write times then grow in commit order across all writers, which
+                # the hour cache's range stamps rely on (docs/cache.md).
+                written_ms = time.time_ns() // 1_000_000
                 for pending in group:
-                    _write(db, pending)
+                    _write(db, pending, written_ms)
             merge = self._count(group)
         except BaseException as exc:  # every writer of the group learns it failed
             error = exc
@@ -279,24 +284,23 @@ class GroupCommit:
         return True
 
 
-def _write(db: sqlite3.Connection, pending: _Pending) -> None:
+def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int) -> None:
     if not pending.direct:
         db.execute("INSERT INTO staged_batches (tbl, ts, cells, data) VALUES (?, ?, ?, ?)",
-                   (pending.table, pending.ts, pending.cells, pending.blob))
+                   (pending.table, written_ms, pending.cells, pending.blob))
         return
     if has_staged(db, pending.table):  # older staged cells first: these are newer
         merge_staged(db, pending.table)
     db.executemany(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
-                   records_of(pending.table, pending.puts, pending.ts))
+                   records_of(pending.table, pending.puts, written_ms))
 
 
 class _Pending:
     """One writer's batch, packed (when it is to be staged) before it waits for the lock."""
 
-    def __init__(self, table: str, puts: Puts, ts: int) -> None:
+    def __init__(self, table: str, puts: Puts) -> None:
         self.table = table
         self.puts = puts
-        self.ts = ts
         self.cells = sum(len(data) for _, data in puts)
         self.nbytes = sum(len(value) for _, data in puts for value in data.values())
         self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * self.cells > 0

@@ -6,6 +6,7 @@ from __future__ import annotations
 import multiprocessing
 import sqlite3
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -54,6 +55,27 @@ def test_a_failed_transaction_fails_its_writer(tmp_path: Path) -> None:
         db.execute("DROP TRIGGER refuse")
     table.put_many([(b"row", {b"f:q": b"v"})])  # rolled back, and the group is free again
     assert table.row(b"row") == {b"f:q": b"v"}
+
+
+def test_a_batch_is_stamped_when_it_commits_not_when_it_waits(tmp_path: Path) -> None:
+    """Write times grow in commit order across processes (the hour cache's range stamps rely
+    on it): a batch that waited for another process's write lock is stamped after the wait."""
+    path = tmp_path / "s.db"
+    store = SqliteStore(path)
+    store.create_table("t", {"f": {}})
+    table = store.table("t")
+    table.put_many([(b"warm-up", {b"f:q": b"v"})])  # the write connection, opened beforehand
+    other = SqliteStore(path)  # its own lock file handle: another writer, as another process
+    writer = threading.Thread(target=table.put_many, args=([(b"row", {b"f:q": b"v"})],))
+    with other.transaction():
+        writer.start()
+        time.sleep(0.3)  # the batch is queued and waits for the lock meanwhile
+        released_ms = time.time_ns() // 1_000_000
+    writer.join()
+    assert table.row(b"row") == {b"f:q": b"v"}  # read: merged into cells
+    with sqlite3.connect(path) as db:
+        (written_ms,), = db.execute("SELECT ts FROM cells WHERE row = ?", (b"row",))
+    assert written_ms >= released_ms
 
 
 def _write_rows(path: str, name: str, count: int) -> None:
