@@ -114,6 +114,8 @@ class HourCache:
         self._entries: OrderedDict[tuple[str, bytes], CachedRow | RangeEntry] = OrderedDict()
         self._lock = threading.Lock()
         self._ranges = 0  # range entries among the entries
+        # The blocks some entry holds, by id: a handful, where entries are thousands.
+        self._blocks: dict[int, Block] = {}
 
     def __len__(self) -> int:
         """Row entries kept (range entries are counted by :attr:`ranges`)."""
@@ -169,13 +171,8 @@ class HourCache:
         """The kept blocks by the ``id`` of their arrays' owners: a range entry made of
         views of them counts them once, beside the row entries (``RangeEntry.blocks``)."""
         with self._lock:
-            found: dict[int, Block] = {}
-            for entry in self._entries.values():
-                for block in _blocks_of(entry):
-                    arrays = block.arrays
-                    for array in (arrays.ts_ms, arrays.values, arrays.is_int):
-                        found[id(root_array(array))] = block
-            return found
+            return {id(root_array(array)): block for block in self._blocks.values()
+                    for array in (block.arrays.ts_ms, block.arrays.values, block.arrays.is_int)}
 
     def holds(self, table: str, key: bytes, stamp: Stamp) -> bool:
         """Whether the row's entry is kept with this stamp (no statistics, no LRU move)."""
@@ -223,6 +220,7 @@ class HourCache:
                 for block in _blocks_of(entry):
                     if block.rows == 0:
                         self.bytes += block.nbytes
+                        self._blocks[id(block)] = block
                     block.rows += 1
             while self.bytes > self.max_bytes and self._entries:
                 oldest = next(iter(self._entries))
@@ -231,7 +229,10 @@ class HourCache:
 
     def clear(self) -> None:
         with self._lock:
+            for block in self._blocks.values():
+                block.rows = 0  # a block kept again later is counted afresh
             self._entries.clear()
+            self._blocks.clear()
             self.bytes = self._ranges = 0
 
     def _drop(self, slot: tuple[str, bytes]) -> None:
@@ -242,6 +243,7 @@ class HourCache:
             block.rows -= 1
             if block.rows == 0:
                 self.bytes -= block.nbytes
+                del self._blocks[id(block)]
 
 
 def _blocks_of(entry: CachedRow | RangeEntry) -> tuple[Block, ...]:
