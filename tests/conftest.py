@@ -19,7 +19,7 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from app.config import load_config
-from app.tsdb import TSDB
+from app.tsdb import TSDB, hour_cache
 from app.tsdb.schema import create_tables
 
 ROOT = Path(__file__).resolve().parent
@@ -141,6 +141,14 @@ def tsd_config(backend: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     config = backend_config(backend, tmp_path, {"tsd.core.auto_create_metrics": True})
     yield config
     HBASE_TABLE_SETS.recycle(config)
+
+
+@pytest.fixture
+def settled(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hour cache's clock a minute on: rows just written count as settled (5 s), and so
+    do their ranges (30 s)."""
+    real = hour_cache.clock_ms
+    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)
 
 
 @pytest.fixture

@@ -16,7 +16,7 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from app.storage import codec
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.writer import DataPoint, PointWriter
@@ -27,13 +27,6 @@ HOUR_S = 3600
 BASE_S = (int(time.time()) // HOUR_S - 6) * HOUR_S
 POINTS = [(BASE_S + i * 60, i) for i in range(3 * 60)]
 QUERY = f"/api/query?start={BASE_S}&end={BASE_S + 3 * HOUR_S - 1}&m=sum:cache.m{{host=*}}"
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cache's clock a minute on: rows just written count as settled."""
-    real = hour_cache.clock_ms
-    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)
 
 
 @pytest.fixture

@@ -18,7 +18,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import create_app
-from app.tsdb import TSDB, closed_range, hour_cache
+from app.tsdb import TSDB, closed_range
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
 from app.tsdb.writer import DataPoint, PointWriter
@@ -30,13 +30,6 @@ HOURS = 4
 POINTS = {host: [(BASE_S + i * 60, i + offset) for i in range(HOURS * 60)]
           for host, offset in (("a", 0), ("b", 1000), ("c", 0.5))}
 CLOSED = f"start={BASE_S}&end={BASE_S + HOURS * HOUR_S - 1}"
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cache's clock ten minutes on: every closed hour and range counts as settled."""
-    real = hour_cache.clock_ms
-    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 600_000)
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from app.query.ast import Filter, SubQuery
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
@@ -21,12 +21,6 @@ HOUR_S = 3600
 BASE_S = (int(time.time()) // HOUR_S - 6) * HOUR_S  # three closed hours, well before now
 HOSTS = ["a1", "a2", "b1"]
 END_S = BASE_S + 3 * HOUR_S - 1
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    real = hour_cache.clock_ms
-    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)
 
 
 @pytest.fixture

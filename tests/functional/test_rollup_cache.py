@@ -13,7 +13,7 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.storage.codec_rollup import rollup_cell
-from app.tsdb import TSDB, closed_range, hour_cache
+from app.tsdb import TSDB, closed_range
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.writer import DataPoint, PointWriter
@@ -39,13 +39,6 @@ def rollup_tsdb(tsd_config: dict[str, Any], request: pytest.FixtureRequest) -> T
 def afresh() -> None:
     """HBase stamps a range from its second read by the process: no read before a test's."""
     closed_range._ASKED.clear()
-
-
-@pytest.fixture
-def settled(monkeypatch: pytest.MonkeyPatch) -> None:
-    """The cache's clock a minute on: rows just written count as settled."""
-    real = hour_cache.clock_ms
-    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)
 
 
 def _query(client: FlaskClient, m: str) -> Any:
