@@ -33,10 +33,10 @@ from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEnt
 if TYPE_CHECKING:
     from app.tsdb.reader import SeriesReader
 
-# A range's newest cell must be this old before its assembly is kept. Longer than a row's
-# SETTLED_MS: a write is stamped when its batch is queued, before the write lock, and any row
-# of the range (not only the row itself) being written late would hide behind the range's
-# newest cell (docs/cache.md).
+# A range's newest cell must be this old before its assembly is kept: a margin for the clock,
+# wider than a row's SETTLED_MS because a write to any row of the range (not only one row)
+# stamped behind the range's newest cell would hide (docs/cache.md). The embedded store stamps
+# a batch when it commits, under the write lock, so a lock wait does not count against it.
 RANGE_SETTLED_MS = 30_000
 
 
