@@ -7,7 +7,10 @@ an error, never a silent skip.
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -141,6 +144,24 @@ def tsd_config(backend: str, tmp_path: Path) -> Iterator[dict[str, Any]]:
     config = backend_config(backend, tmp_path, {"tsd.core.auto_create_metrics": True})
     yield config
     HBASE_TABLE_SETS.recycle(config)
+
+
+def write_from_another_process(config: dict[str, Any], metric: str, tags: dict[str, str],
+                               points: list[tuple[int, float]]) -> None:
+    """Write ``(timestamp, value)`` points of one series from another OS process (another
+    pytsd on the same store: nothing it does reaches this process's memory)."""
+    script = (
+        "import json, sys\n"
+        "from app.config import load_config\n"
+        "from app.tsdb import TSDB\n"
+        "from app.tsdb.writer import DataPoint, PointWriter\n"
+        "config, metric, tags, points = (json.loads(a) for a in sys.argv[1:])\n"
+        "tsdb = TSDB(load_config(config, environ={}))\n"
+        "errors = PointWriter(tsdb).write([DataPoint(metric, ts, v, tags)\n"
+        "                                  for ts, v in points])\n"
+        "assert not any(errors), errors\n")
+    subprocess.run([sys.executable, "-c", script, *map(json.dumps, (config, metric, tags, points))],
+                   check=True, timeout=60)
 
 
 @pytest.fixture

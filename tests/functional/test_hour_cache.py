@@ -5,8 +5,6 @@ by the next query (the stamps in storage invalidate; see docs/cache.md)."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -20,7 +18,7 @@ from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.writer import DataPoint, PointWriter
-from tests.conftest import app_over, make_tsdb
+from tests.conftest import app_over, make_tsdb, write_from_another_process
 
 HOUR_S = 3600
 # Three closed hours, well before now.
@@ -114,18 +112,7 @@ def test_a_write_by_another_process_is_seen(tsd_config: dict[str, Any], tsdb: TS
     """Another pytsd process on the same store writes into a cached closed hour."""
     dps(loaded)
     late = [(BASE_S + 2 * HOUR_S + 15, -7), (BASE_S + 2 * HOUR_S + 3599, 3.25)]
-    script = (
-        "import json, sys\n"
-        "from app.config import load_config\n"
-        "from app.tsdb import TSDB\n"
-        "from app.tsdb.writer import DataPoint, PointWriter\n"
-        "config, points = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
-        "tsdb = TSDB(load_config(config, environ={}))\n"
-        "errors = PointWriter(tsdb).write([DataPoint('cache.m', ts, v, {'host': 'a'})\n"
-        "                                  for ts, v in points])\n"
-        "assert not any(errors), errors\n")
-    subprocess.run([sys.executable, "-c", script, json.dumps(tsd_config), json.dumps(late)],
-                   check=True, timeout=60)
+    write_from_another_process(tsd_config, "cache.m", {"host": "a"}, late)
     assert dps(loaded) == expected([*POINTS, *late])
 
 

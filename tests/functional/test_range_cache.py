@@ -8,8 +8,6 @@ process — is seen by the next query, with the same answer as a read with the c
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -22,7 +20,7 @@ from app.tsdb import TSDB, closed_range
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
 from app.tsdb.writer import DataPoint, PointWriter
-from tests.conftest import app_over, make_tsdb
+from tests.conftest import app_over, make_tsdb, write_from_another_process
 
 HOUR_S = 3600
 BASE_S = (int(time.time()) // HOUR_S - 8) * HOUR_S  # four closed hours, well before now
@@ -170,18 +168,7 @@ def test_a_write_by_another_process_is_seen(tsd_config: dict[str, Any], tsdb: TS
                                             loaded: FlaskClient) -> None:
     dashboard(tsdb, loaded)
     late = [(BASE_S + 3 * HOUR_S + 15, -7), (BASE_S + 15, 3.25)]
-    script = (
-        "import json, sys\n"
-        "from app.config import load_config\n"
-        "from app.tsdb import TSDB\n"
-        "from app.tsdb.writer import DataPoint, PointWriter\n"
-        "config, points = json.loads(sys.argv[1]), json.loads(sys.argv[2])\n"
-        "tsdb = TSDB(load_config(config, environ={}))\n"
-        "errors = PointWriter(tsdb).write([DataPoint('range.m', ts, v, {'host': 'c'})\n"
-        "                                  for ts, v in points])\n"
-        "assert not any(errors), errors\n")
-    subprocess.run([sys.executable, "-c", script, json.dumps(tsd_config), json.dumps(late)],
-                   check=True, timeout=60)
+    write_from_another_process(tsd_config, "range.m", {"host": "c"}, late)
     changed = {**POINTS, "c": sorted([*POINTS["c"], *map(tuple, late)])}
     assert answer(loaded)[0] == expected(changed)
 
