@@ -161,8 +161,7 @@ def _ranges(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter], f
     if sub.explicit_tags and filters and _exact_tag_sets(constraints) is not None:
         return None  # fetched by key: no scan range to stamp
     narrow = _narrowing(constraints)
-    ranges = [key_range for salt in reader.layout.salt_prefixes()
-              for key_range in reader._ranges(salt, metric_uid, first_s, last_s, narrow)]
+    ranges = reader.key_ranges(metric_uid, first_s, last_s, narrow)
     bounded = [(start, stop) for start, stop in ranges if stop is not None]
     if len(bounded) < len(ranges):
         return None

@@ -248,8 +248,7 @@ class SeriesReader:
                    ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
         on), and the others as storage streams them."""
-        ranges = [key_range for salt in self.layout.salt_prefixes()
-                  for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
+        ranges = self.key_ranges(metric_uid, first_s, last_s, narrow)
         table = self.table()
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
         if cache is not None and hasattr(table, "scan_stamps"):
@@ -361,9 +360,16 @@ class SeriesReader:
             return
         yield from table.rows(list(stamps), columns=[b"t"])
 
-    def _ranges(self, salt: bytes, metric_uid: bytes, first_s: int, last_s: int,
-                narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
-        """Key ranges to scan: one per salt, or per hour narrowed by a literal filter.
+    def key_ranges(self, metric_uid: bytes, first_s: int, last_s: int,
+                   narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
+        """The key ranges of a metric's rows with base times in ``[first_s, last_s]``, in
+        every salt bucket (see :meth:`_salt_ranges`)."""
+        return [key_range for salt in self.layout.salt_prefixes()
+                for key_range in self._salt_ranges(salt, metric_uid, first_s, last_s, narrow)]
+
+    def _salt_ranges(self, salt: bytes, metric_uid: bytes, first_s: int, last_s: int,
+                     narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
+        """Key ranges to scan in one salt bucket: one, or per hour narrowed by a literal filter.
 
         Tags in a key are sorted by tagk UID, so a row holding ``tagk=v`` either starts its
         tags with that pair or with a tagk of a lower UID: each hour needs only

@@ -77,23 +77,18 @@ class RollupReader(SeriesReader):
                                          or hasattr(source.table, "scan_stamps_packed")):
             closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
-        closed = [] if closed_s is None else self._all_ranges(metric_uid, first_s, closed_s,
-                                                              narrow)
+        closed = ([] if closed_s is None
+                  else self.key_ranges(metric_uid, first_s, closed_s, narrow))
         rows: Iterator[tuple[bytes, RollupRow]]
         if closed_s is None or any(stop is None for _, stop in closed):
-            rows = source.rows(self._all_ranges(metric_uid, first_s, last_s, narrow))
+            rows = source.rows(self.key_ranges(metric_uid, first_s, last_s, narrow))
         else:
             # The closed rows one joined row per series, the open ones row by row.
-            later = [] if closed_s == last_s else self._all_ranges(
+            later = [] if closed_s == last_s else self.key_ranges(
                 metric_uid, closed_s + self.row_span_s, last_s, narrow)
             rows = itertools.chain(rollup_ranges.closed_rows(source, cast(Any, closed)),
                                    source.rows(later))
         return [], (rows if keep is None else (row for row in rows if keep(row[0])))
-
-    def _all_ranges(self, metric_uid: bytes, first_s: int, last_s: int,
-                    narrow: _UidConstraint | None) -> list[tuple[bytes, bytes | None]]:
-        return [key_range for salt in self.layout.salt_prefixes()
-                for key_range in self._ranges(salt, metric_uid, first_s, last_s, narrow)]
 
     def _source(self) -> RowSource:
         assert self.value_id is not None
