@@ -34,6 +34,7 @@ from app.storage.sqlite_write import (
     has_staged,
     merge_staged,
     retire_cell_staging,
+    split_qualified,
 )
 
 SCHEMA = """
@@ -303,11 +304,11 @@ class SqliteTable:
         for _, data in puts:  # refused now, not when the staged cells are merged
             for column in data:
                 if column[:2] != b"t:":
-                    _split_qualified(column)
+                    split_qualified(column)
         self.store._group.write(self.name, puts)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
-        family, qualifier = _split_qualified(column)
+        family, qualifier = split_qualified(column)
         with self._transaction() as db:
             db.execute(
                 "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE "
@@ -324,7 +325,7 @@ class SqliteTable:
                        (self.name, row, *params))
 
     def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
-        family, qualifier = _split_qualified(column)
+        family, qualifier = split_qualified(column)
         with self._transaction() as db:
             found = db.execute(
                 "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
@@ -338,7 +339,7 @@ class SqliteTable:
 
     def check_and_put(self, row: bytes, column: bytes, expected: bytes | None,
                       value: bytes) -> bool:
-        family, qualifier = _split_qualified(column)
+        family, qualifier = split_qualified(column)
         with self._transaction() as db:
             found = db.execute(
                 "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
@@ -449,13 +450,6 @@ class SqliteTable:
 def _numbered_pairs(count: int, first: int) -> str:
     """``(?3, ?4), (?5, ?6), ...``: ``count`` pairs of numbered parameters from ``first``."""
     return ", ".join(f"(?{first + 2 * i}, ?{first + 2 * i + 1})" for i in range(count))
-
-
-def _split_qualified(column: bytes) -> tuple[str, bytes]:
-    family, qualifier = split_column(column)
-    if qualifier is None:
-        raise StorageError(f"A cell needs family:qualifier, got {column!r}")
-    return family, qualifier
 
 
 def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:

@@ -95,10 +95,19 @@ def unpack_cells(cells: int, blob: bytes) -> tuple[list[bytes], list[bytes], lis
 
 def records_of(table: str, puts: Puts, ts: int) -> list[Record]:
     """The cells of ``puts`` as rows of ``cells``."""
-    # Data columns are nearly all "t:...": split those without a call per cell.
-    return [(table, row, "t", column[2:], value, ts) if column[:2] == b"t:"
-            else (table, row, *split_qualified(column), value, ts)
-            for row, data in puts for column, value in data.items()]
+    cells = [(row, column, value) for row, data in puts for column, value in data.items()]
+    rows, columns, values = (list(field) for field in zip(*cells)) if cells else ([], [], [])
+    return _records(table, rows, columns, values, ts)
+
+
+def _records(table: str, rows: list[bytes], columns: list[bytes], values: list[bytes],
+             ts: int) -> list[Record]:
+    """Cells given field by field, as rows of ``cells``."""
+    if all(column[:2] == b"t:" for column in columns):  # data cells: no call per cell
+        return list(zip(repeat(table), rows, repeat("t"), [c[2:] for c in columns], values,
+                        repeat(ts)))
+    return [(table, row, *split_qualified(column), value, ts)
+            for row, column, value in zip(rows, columns, values)]
 
 
 def split_qualified(column: bytes) -> tuple[str, bytes]:
@@ -127,13 +136,7 @@ def staged_records(db: sqlite3.Connection, table: str | None = None,
     for seq, tbl, ts, cells, blob in db.execute(
             f"SELECT seq, tbl, ts, cells, data FROM staged_batches WHERE {where} ORDER BY seq",
             args):
-        rows, columns, values = unpack_cells(cells, blob)
-        if all(column[:2] == b"t:" for column in columns):  # data cells: no call per cell
-            records += zip(repeat(tbl), rows, repeat("t"), [c[2:] for c in columns], values,
-                           repeat(ts))
-        else:
-            records += [(tbl, row, *split_qualified(column), value, ts)
-                        for row, column, value in zip(rows, columns, values)]
+        records += _records(tbl, *unpack_cells(cells, blob), ts)
         last = seq
         if len(records) >= MERGE_CHUNK_CELLS:
             break
