@@ -30,7 +30,7 @@ from common import (
     temp_storage_url,
 )
 
-PUT_POINTS = 100_000
+PUT_POINTS = 300_000  # 3 merges of staged cells per worker at least: a steady state
 IMPORT_POINTS = 1_000_000
 BATCH = 50
 T0 = 1_700_000_000

@@ -7,6 +7,7 @@ import resource
 import socket
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -32,12 +33,18 @@ def gunicorn_server(env: dict[str, str], workers: int = 2) -> Iterator[str]:
     """pytsd under gunicorn on a free loopback port (access log off); yield its base URL.
 
     Ready at its first HTTP answer, whatever the status (a server with authentication
-    answers 401)."""
+    answers 401), and once every worker accepts: a worker still loading the app would leave
+    the first connections of a run all to the others."""
+    from app.server.worker import READY_LOG
     from tests.e2e.tsd_process import gunicorn_server as serve
 
     log = Path(tempfile.mkdtemp(prefix="pytsd-bench-")) / "gunicorn.log"
-    env = {"GUNICORN_ACCESSLOG": "/dev/null", "GUNICORN_CMD_ARGS": "--log-level warning", **env}
+    env = {"GUNICORN_ACCESSLOG": "/dev/null", "GUNICORN_CMD_ARGS": "--log-level info", **env}
     with serve(env, log, workers=workers, any_status=True) as tsd:
+        deadline = time.monotonic() + 60
+        while log.read_text().count(READY_LOG) < workers:
+            assert time.monotonic() < deadline, f"not every worker started: {log}"
+            time.sleep(0.05)
         yield tsd.url
 
 

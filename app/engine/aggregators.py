@@ -52,6 +52,9 @@ class Aggregator:
     interpolation: Interpolation
     run_double: DoubleReducer
     run_long: LongReducer
+    # What ``run_double`` makes of one value, elementwise (None: nothing this simple): a
+    # downsample whose every bucket holds one point (a rollup read) then reduces nothing.
+    of_one: Callable[[Float64Array], Float64Array] | None = None
 
 
 # --------------------------------------------------------------------------- helpers
@@ -348,7 +351,21 @@ def _percentile_agg(name: str, quantile: float, estimation: Estimation) -> Aggre
 
 
 def _agg(name: str, interp: Interpolation, run_d: DoubleReducer, run_l: LongReducer) -> Aggregator:
-    return Aggregator(name, interp, run_d, run_l)
+    return Aggregator(name, interp, run_d, run_l, _OF_ONE.get(name))
+
+
+def _itself(values: Float64Array) -> Float64Array:
+    return values
+
+
+def _plus_zero(values: Float64Array) -> Float64Array:
+    """A sum starts at 0.0, so one -0.0 sums to 0.0 (Java's ``0.0 + -0.0``)."""
+    return values + 0.0
+
+
+_OF_ONE = {**dict.fromkeys(["sum", "pfsum", "zimsum", "avg"], _plus_zero),
+           **dict.fromkeys(["min", "max", "mimmin", "mimmax", "median", "first", "last"],
+                           _itself)}
 
 
 _L, _Z = Interpolation.LERP, Interpolation.ZIM

@@ -103,8 +103,18 @@ def adjacent(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any] | None:
 
 
 def follows(before: Series, after: Series) -> bool:
-    """Whether ``after``'s timestamps start where ``before``'s end, in one buffer."""
-    return adjacent([before.ts_ms, after.ts_ms]) is not None
+    """Whether ``after``'s timestamps start where ``before``'s end, in one buffer: what
+    :func:`adjacent` tells of the two, without making the view (a step per series)."""
+    first, then = before.ts_ms, after.ts_ms
+    if not all(isinstance(array, np.ndarray) and array.ndim == 1 for array in (first, then)):
+        return False
+    if not first.size or not then.size:
+        filled = first if first.size else then
+        return filled.size > 0 and filled.base is not None and filled.flags.c_contiguous
+    return (first.base is not None and then.base is first.base and first.dtype == then.dtype
+            and first.flags.c_contiguous and then.flags.c_contiguous
+            and first.__array_interface__["data"][0] + first.nbytes
+            == then.__array_interface__["data"][0])
 
 
 def _joined(arrays: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]:
@@ -175,5 +185,5 @@ def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
 
 def count_inside(series: Series, start_ms: int, end_ms: int) -> int:
     """Points of one series with ``start_ms <= ts < end_ms``."""
-    ts_ms = series.ts_ms
-    return int(np.searchsorted(ts_ms, end_ms) - np.searchsorted(ts_ms, start_ms))
+    ts_ms = np.asarray(series.ts_ms)
+    return int(ts_ms.searchsorted(end_ms) - ts_ms.searchsorted(start_ms))

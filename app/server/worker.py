@@ -33,6 +33,7 @@ from app.server.wsgi_bridge import Reply, Request, call_app
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
+READY_LOG = "Accepting connections in worker"
 
 
 class Conn:
@@ -98,6 +99,7 @@ class TsdWorker(Worker):
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
+        self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
         heartbeat = asyncio.create_task(self._heartbeat())
         await self.stopping.wait()
         self.closing = True

@@ -30,6 +30,7 @@ from app.storage.sqlite_write import (
     STAGING_SCHEMA,
     GroupCommit,
     WriteLock,
+    count_write,
     has_cell_staging,
     has_staged,
     merge_staged,
@@ -180,8 +181,8 @@ class SqliteTable:
     def _settle(self) -> None:
         """Merge this table's staged cells into ``cells``: the first step of every read."""
         if has_staged(self._db(), self.name):
-            with self._transaction():
-                pass
+            with self.store.transaction() as db:  # no change to count: each was counted
+                merge_staged(db, self.name)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -189,7 +190,24 @@ class SqliteTable:
         with self.store.transaction() as db:
             if has_staged(db, self.name):
                 merge_staged(db, self.name)
+            count_write(db, self.name, now_ms())
             yield db
+
+    def version(self) -> tuple[int, int]:
+        """``(version, time of the last change in ms)`` of the whole table: the version goes
+        up with every write transaction that touches it, once this has been asked (the first
+        call registers the table). Cheaper than any range stamp, coarser too: what
+        ``rollup_ranges`` checks first (docs/cache.md)."""
+        self._settle()
+        found = self._db().execute("SELECT version, changed_ms FROM table_versions "
+                                   "WHERE tbl = ?", (self.name,)).fetchone()
+        if found is None:
+            with self.store.transaction() as db:
+                db.execute("INSERT OR IGNORE INTO table_versions VALUES (?, 1, ?)",
+                           (self.name, now_ms()))
+            found = self._db().execute("SELECT version, changed_ms FROM table_versions "
+                                       "WHERE tbl = ?", (self.name,)).fetchone()
+        return int(found[0]), int(found[1])
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         self._settle()

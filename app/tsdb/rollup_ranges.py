@@ -9,11 +9,18 @@ reader sees one :class:`RollupRow` per series, standing for all its rows (``rows
 bytes), and combines buckets over the block without a step per row. A changed stamp, or no
 entry, reads the rows as before (``RowSource.rows``) and joins them again. Why every change is
 seen: docs/cache.md.
+
+Before the range stamp (two index seeks per row, ~90 ms for a day of 1,000 series in the
+1-minute table), the embedded store's table version is compared: an entry remembers the
+version read before its stamp, and while no write transaction has touched the table since,
+the entry is current without reading the range. Rollup tables change once an hour (the
+background job) or when ``/api/rollup`` writes.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import cast
 
 import numpy as np
@@ -26,8 +33,10 @@ from app.tsdb.rollup_rows import NO_COUNT, RollupRow, RowSource
 
 Range = tuple[bytes, bytes]
 RowStamps = list[tuple[bytes, int, int]]
-Kept = tuple[list[tuple[bytes, RollupRow]], RowStamps | None]
-"""A range entry's payload: one joined row per series, and the row stamps read (HBase)."""
+Version = tuple[int, int] | None
+Kept = tuple[list[tuple[bytes, RollupRow]], RowStamps | None, Version]
+"""A range entry's payload: one joined row per series, the row stamps read (HBase), and the
+table's version read before its stamp (embedded store)."""
 
 
 def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes, RollupRow]]:
@@ -38,11 +47,18 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
     space, key = source.space + "\x00ranges", repr(list(ranges)).encode()
     if not hasattr(source.table, "range_newest") and not asked_before(space, key):
         return list(source.rows(ranges))  # HBase: see closed_range.read_closed
+    version = source.table.version() if hasattr(source.table, "version") else None
+    known = cache.peek_range(space, key)
+    if known is not None and version is not None and cast(Kept, known.payload)[2] == version:
+        cache.get_range(space, key, known.stamp)  # counted as a hit
+        return cast(Kept, known.payload)[0]
     stamp, row_stamps = _stamp(source, ranges)  # before the values: see docs/cache.md
     entry = cache.get_range(space, key, stamp)
     if entry is not None:
         payload = cast(Kept, entry.payload)
         if payload[1] == row_stamps:
+            if version is not None:  # current at this version too
+                cache.put_range(space, key, replace(entry, payload=(*payload[:2], version)))
             return payload[0]
     rows = list(source.rows(ranges))
     joined, whole = join_series(rows, source.series_key)
@@ -50,7 +66,7 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
     if settled and all(row.kept for _, row in rows):
         nbytes = (whole.ts_ms.nbytes + whole.values.nbytes + whole.is_int.nbytes
                   + ENTRY_OVERHEAD_BYTES * (len(joined) + 1))
-        cache.put_range(space, key, RangeEntry(stamp, (joined, row_stamps), nbytes,
+        cache.put_range(space, key, RangeEntry(stamp, (joined, row_stamps, version), nbytes,
                                                len(rows)))
     return joined
 

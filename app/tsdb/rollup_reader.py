@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import numpy as np
@@ -107,39 +108,44 @@ class RollupReader(SeriesReader):
         owner_of = np.repeat(np.arange(len(groups), dtype=np.int64),
                              [len(group.rows) for group in groups])
         spans = np.array([row.spans for row in rows], np.int64).reshape(-1, 4)
-        keys, combined = self._reduce(owner_of, rows, spans[:, 0], spans[:, 1], self.combine)
+        ts_ms, values = _runs(rows, spans[:, 0], spans[:, 1])
+        buckets = self._cells_to_buckets(owner_of, spans[:, 1] - spans[:, 0], ts_ms)
+        keys, combined = buckets.combine(values, self.combine)
         if self.combine == "avg":
-            count_keys, counts = self._reduce(owner_of, rows, spans[:, 2], spans[:, 3], "sum")
-            # A bucket needs its sum and a positive count.
-            count_keys, counts = np.append(count_keys, -1), np.append(counts, 0.0)
-            at = np.minimum(np.searchsorted(count_keys[:-1], keys), count_keys.size - 1)
-            found = (count_keys[at] == keys) & (counts[at] > 0)
-            keys, combined = keys[found], combined[found] / counts[at][found]
+            count_ts, counts = _runs(rows, spans[:, 2], spans[:, 3])
+            if not (np.array_equal(spans[:, 3] - spans[:, 2], spans[:, 1] - spans[:, 0])
+                    and np.array_equal(count_ts, ts_ms)):  # else: the sums' very buckets
+                buckets = self._cells_to_buckets(owner_of, spans[:, 3] - spans[:, 2], count_ts)
+            count_keys, counts = buckets.combine(counts, "sum")
+            keys, combined = _averaged(keys, combined, count_keys, counts)
         series_of = keys >> BUCKET_BITS
         stamp = self.first_ms + (keys & BUCKET_MASK) * self.step_ms
         cuts = np.searchsorted(series_of, np.arange(len(groups) + 1)).tolist()
-        return [codec.DecodedRow(stamp[a:b], combined[a:b], np.zeros(b - a, bool))
+        is_int = np.zeros(keys.size, bool)  # one buffer: the engine joins its slices unmoved
+        return [codec.DecodedRow(stamp[a:b], combined[a:b], is_int[a:b])
                 for a, b in zip(cuts[:-1], cuts[1:])]
 
-    def _reduce(self, owner_of: np.ndarray, rows: Sequence[RollupRow], starts: np.ndarray,
-                ends: np.ndarray, combine: str) -> tuple[np.ndarray, np.ndarray]:
-        """``(key, value)`` per (series, bucket) over the rows' cells ``[starts, ends)``:
-        ``key`` the series index above ``BUCKET_BITS`` and the bucket's index from
-        ``first_ms`` below; ``value`` the bucket's cells combined (an average's sums are
-        summed)."""
-        owners = np.repeat(owner_of, ends - starts)
-        ts_ms, values = _runs(rows, starts, ends)
-        inside = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
-        key = (owners[inside] << BUCKET_BITS) | ((ts_ms[inside] - self.first_ms) // self.step_ms)
-        values = values[inside]
-        if key.size > 1 and not np.all(np.diff(key) >= 0):  # rows come in time order
+    def _cells_to_buckets(self, owner_of: np.ndarray, cells: np.ndarray, ts_ms: np.ndarray
+                 ) -> _Buckets:
+        """Where each of the rows' cells (``cells`` per row, at ``ts_ms``) goes: its key, the
+        series index above ``BUCKET_BITS`` and the bucket's index from ``first_ms`` below."""
+        owners = np.repeat(owner_of, cells)
+        inside: np.ndarray | None = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
+        assert inside is not None
+        if inside.all():
+            inside = None
+        else:
+            owners, ts_ms = owners[inside], ts_ms[inside]
+        key = (owners << BUCKET_BITS) | ((ts_ms - self.first_ms) // self.step_ms)
+        steps = np.diff(key)
+        order = None
+        if (steps < 0).any():  # rows come in time order, so seldom
             order = np.argsort(key, kind="stable")
-            key, values = key[order], values[order]
-        if key.size == 0:
-            return key, values
-        first = np.flatnonzero(np.concatenate(([True], np.diff(key) != 0)))
-        ufunc = {"min": np.minimum, "max": np.maximum}.get(combine, np.add)
-        return key[first], ufunc.reduceat(values, first)
+            key = key[order]
+            steps = np.diff(key)
+        if key.size == 0 or steps.all():  # one cell per bucket: nothing to combine
+            return _Buckets(key, inside, order, None)
+        return _Buckets(key, inside, order, np.flatnonzero(np.concatenate(([True], steps))))
 
     def _rollup_row(self, key: bytes, row: StoredRow) -> RollupRow:
         """A row from the scan, or one fetched by key (explicit tags, TSUIDs) decoded."""
@@ -165,6 +171,44 @@ class PreAggregateReader(SeriesReader):
 
     def table(self) -> Table:
         return self.tsdb.table(self.table_name)
+
+
+@dataclass(frozen=True, slots=True)
+class _Buckets:
+    """Cells to (series, bucket) keys: the cells ``inside`` the read (None: all), their
+    ``order`` by key (None: already), and where each key's run starts (None: one cell each)."""
+
+    key: np.ndarray
+    inside: np.ndarray | None
+    order: np.ndarray | None
+    first: np.ndarray | None
+
+    def combine(self, values: np.ndarray, how: str) -> tuple[np.ndarray, np.ndarray]:
+        """``(key, value)`` per bucket: ``values`` (one per cell) combined (an average's
+        sums are summed)."""
+        if self.inside is not None:
+            values = values[self.inside]
+        if self.order is not None:
+            values = values[self.order]
+        if self.first is None:
+            return self.key, values
+        ufunc = {"min": np.minimum, "max": np.maximum}.get(how, np.add)
+        return self.key[self.first], ufunc.reduceat(values, self.first)
+
+
+def _averaged(keys: np.ndarray, sums: np.ndarray, count_keys: np.ndarray,
+              counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The buckets with a sum and a positive count, and their averages (both key arrays
+    sorted; most often the same buckets, matched without a search)."""
+    if keys is not count_keys and not np.array_equal(keys, count_keys):
+        count_keys, counts = np.append(count_keys, -1), np.append(counts, 0.0)
+        at = np.minimum(np.searchsorted(count_keys[:-1], keys), count_keys.size - 1)
+        found = count_keys[at] == keys
+        keys, sums, counts = keys[found], sums[found], counts[at][found]
+    positive = counts > 0
+    if positive.all():
+        return keys, sums / counts
+    return keys[positive], sums[positive] / counts[positive]
 
 
 def _runs(rows: Sequence[RollupRow], starts: np.ndarray,

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import struct
+import subprocess
+import sys
 import time
 from typing import Any
 
@@ -216,3 +218,39 @@ def test_a_new_series_backfilled_into_a_kept_range_is_seen(rollup_tsdb: TSDB,
     after = _query(client, "sum:1m-sum:m{host=*}")
     assert [s["tags"]["host"] for s in after] == ["a", "b", "c"]
     assert after[2]["dps"] == {str(DAY + 60 * i): 4 for i in range(3)}
+
+
+def test_an_unchanged_rollup_table_answers_without_its_range_stamp(
+        backend: str, rollup_tsdb: TSDB, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The embedded store compares the table's version first: a kept range of a table no
+    write touched since is current without its range stamp (HBase stamps the range); a
+    write from another OS process changes the version, and the next read sees it."""
+    config = rollup_tsdb.rollup_config
+    assert config is not None
+    table = rollup_tsdb.table(config.by_interval("1h").table)
+    stamp_read = "range_newest" if backend == "sqlite" else "scan_stamps_packed"
+    client = app_over(rollup_tsdb).test_client()
+    before = _query(client, "sum:1h-avg:m{host=*}")
+    assert _query(client, "sum:1h-avg:m{host=*}") == before  # kept
+    stamps: list[object] = []
+    real = getattr(type(table), stamp_read)
+    monkeypatch.setattr(type(table), stamp_read,
+                        lambda *args, **kw: stamps.append(args) or real(*args, **kw))
+    assert _query(client, "sum:1h-avg:m{host=*}") == before
+    assert len(stamps) == (0 if backend == "sqlite" else 1)
+    settings = {**rollup_tsdb.config}
+    script = (
+        "import json, sys\n"
+        "from app.config import load_config\n"
+        "from app.tsdb import TSDB\n"
+        "from app.tsdb.rollups import RollupWriter, parse_aggregate_point\n"
+        "tsdb = TSDB(load_config(json.loads(sys.argv[1]), environ={}))\n"
+        "point = parse_aggregate_point(json.loads(sys.argv[2]))\n"
+        "assert RollupWriter(tsdb).write([point]) == [None]\n")
+    point = {"metric": "m", "timestamp": DAY, "value": 3600, "tags": {"host": "a"},
+             "interval": "1h", "aggregator": "sum"}
+    subprocess.run([sys.executable, "-c", script, json.dumps(settings), json.dumps(point)],
+                   check=True, timeout=60)
+    after = _query(client, "sum:1h-avg:m{host=*}")
+    assert after[0]["dps"] == {**before[0]["dps"], str(DAY): 10.0}  # 3600 / 360 points
+    assert after[1] == before[1]

@@ -259,6 +259,21 @@ def test_a_merge_in_chunks_keeps_the_latest_of_each_cell(path: Path, table: Sqli
     assert staged_batches(path) == 0
 
 
+def test_a_merge_of_many_statements_keeps_the_latest_of_each_cell(path: Path,
+                                                                  table: SqliteTable) -> None:
+    # 1,100 batches of 2 cells: a cell rewritten by every batch spans several statements of
+    # ROWS_PER_INSERT rows and the single-row tail; the last write must win in each.
+    assert 2200 % sqlite_write.ROWS_PER_INSERT and sqlite_write.ROWS_PER_INSERT < 1100
+    for n in range(1100):
+        own = b"t:" + (16 * (n + 1)).to_bytes(2, "big")
+        table.put_many([(b"r", {b"t:\x00\x00": b"v%d" % n, own: b"%d" % n})])
+    row = table.row(b"r")
+    assert row[b"t:\x00\x00"] == b"v1099"
+    assert len(row) == 1101
+    assert row[b"t:" + (16 * 1100).to_bytes(2, "big")] == b"1099"
+    assert staged_batches(path) == 0
+
+
 def test_cells_an_older_pytsd_staged_one_row_each_are_merged_on_open(path: Path) -> None:
     SqliteStore(path).create_table("tsdb", {"t": {}})
     with sqlite3.connect(path) as db:  # the staging table as pytsd wrote it before
@@ -272,3 +287,22 @@ def test_cells_an_older_pytsd_staged_one_row_each_are_merged_on_open(path: Path)
     assert SqliteStore(path).table("tsdb").row(b"\x01") == {b"t:\x00\x00": b"\x0b"}
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'staged'").fetchall() == []
+
+
+def test_a_table_version_counts_the_write_transactions_that_touch_the_table(
+        path: Path, table: SqliteTable) -> None:
+    table.put_many([(b"r", {b"t:\x00\x00": b"a"})])  # before anyone asked: not counted
+    first, first_ms = table.version()
+    assert table.version() == (first, first_ms)  # a read changes nothing
+    table.put_many([(b"r", {b"t:\x00\x10": b"b"})])  # staged
+    table.append(b"r", b"t:\x00\x20", b"c")
+    table.delete(b"r", [b"t:\x00\x00"])
+    assert table.counter_inc(b"n", b"t:c") == 1
+    assert table.check_and_put(b"n", b"t:d", None, b"x")
+    other = SqliteTable(table.store, "other")
+    table.store.create_table("other", {"t": {}})
+    other.put_many([(b"r", {b"t:\x00\x00": b"a"})])  # another table's write
+    version, changed_ms = table.version()
+    assert version == first + 5
+    assert changed_ms >= first_ms
+    assert SqliteStore(path).table(table.name).version() == (version, changed_ms)

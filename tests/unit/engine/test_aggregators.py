@@ -217,3 +217,14 @@ def test_long_sum_and_avg_match_python(values: list[int]) -> None:
     assert long("sum", column) == total
     quotient = abs(total) // len(values)
     assert long("avg", column) == (quotient if total >= 0 else -quotient)
+
+
+def test_what_an_aggregator_says_it_makes_of_one_value_is_what_it_makes() -> None:
+    values = np.array([[1.5, -0.0, np.nan, np.inf, -np.inf, 2.0**60 + 1, 1e-310]])
+    told = [agg for agg in AGGREGATORS.values() if agg.of_one is not None]
+    assert {agg.name for agg in told} >= {"sum", "avg", "min", "max"}
+    for agg in told:
+        assert agg.of_one is not None
+        said = agg.of_one(values[0].copy())
+        assert agg.run_double(values, None).tobytes() == said.tobytes(), agg.name
+    assert AGGREGATORS["sum"].of_one(np.array([-0.0])).tobytes() == np.array([0.0]).tobytes()

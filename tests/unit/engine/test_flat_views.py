@@ -49,3 +49,15 @@ def test_empty_slices_anywhere_add_nothing() -> None:
     view = adjacent([block[7:7], block[2:4], block[0:0], block[4:5]])
     assert view is not None and view.tolist() == [2, 3, 4]
     assert adjacent([block[0:0]]) is None
+
+
+def test_follows_tells_what_adjacent_tells_of_two_series() -> None:
+    block = np.arange(12, dtype=np.int64)
+    other = np.arange(12, dtype=np.int32)
+    arrays = [block[0:3], block[3:6], block[4:6], block[6:6], block[0:0], block[::2][:2],
+              np.arange(3), other[3:6], other[0:3], [1, 2], block.reshape(3, 4)[0]]
+    pairs = [(a, b) for a in arrays for b in arrays]
+    for a, b in pairs:
+        expected = adjacent([a, b]) is not None  # type: ignore[list-item]
+        assert follows(series_of(a, a, a), series_of(b, b, b)) == expected, (a, b)  # type: ignore[arg-type]
+    assert follows(series_of(block[0:3], block, block), series_of(block[3:6], block, block))
