@@ -26,6 +26,7 @@ from gunicorn.workers.base import Worker
 from app.server.accept import Acceptor, ConnectionShares
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
+from app.server.malloc import one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
@@ -71,6 +72,7 @@ class TsdWorker(Worker):
         # needs it a few times between the loop and its thread, and each time may queue
         # behind every busy line-protocol or query thread of this worker.
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
+        one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
