@@ -83,8 +83,11 @@ def _bucket_starts(flat: FlatSeries, spec: Downsample, tz_name: str) -> Int64Arr
     """The bucket each point falls in (the points are already past the seek boundary)."""
     ts = flat.ts_ms
     if not spec.calendar:
-        # Floor division, then multiply: cheaper than ``ts - ts % interval`` on int64.
-        return (ts // spec.interval_ms) * spec.interval_ms
+        # Floor division, then multiply: cheaper than ``ts - ts % interval`` on int64; the
+        # multiply in place (a temporary of 8 bytes per point fewer).
+        starts = ts // spec.interval_ms
+        starts *= spec.interval_ms
+        return starts
     tz = calendar.zone(tz_name)
     out = np.empty_like(ts)
     nonempty = np.flatnonzero(flat.lengths > 0)

@@ -186,4 +186,6 @@ def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
 def count_inside(series: Series, start_ms: int, end_ms: int) -> int:
     """Points of one series with ``start_ms <= ts < end_ms``."""
     ts_ms = np.asarray(series.ts_ms)
+    if len(ts_ms) and ts_ms[0] >= start_ms and ts_ms[-1] < end_ms:  # most often: all of it
+        return len(ts_ms)
     return int(ts_ms.searchsorted(end_ms) - ts_ms.searchsorted(start_ms))

@@ -118,15 +118,16 @@ class RollupReader(SeriesReader):
                 buckets = self._cells_to_buckets(owner_of, spans[:, 3] - spans[:, 2], count_ts)
             count_keys, counts = buckets.combine(counts, "sum")
             keys, combined = _averaged(keys, combined, count_keys, counts)
-        series_of = keys >> BUCKET_BITS
-        stamp = self.first_ms + (keys & BUCKET_MASK) * self.step_ms
-        cuts = np.searchsorted(series_of, np.arange(len(groups) + 1)).tolist()
+        cuts = np.searchsorted(keys, np.arange(len(groups) + 1) << BUCKET_BITS).tolist()
+        stamp = keys & BUCKET_MASK
+        stamp *= self.step_ms
+        stamp += self.first_ms
         is_int = np.zeros(keys.size, bool)  # one buffer: the engine joins its slices unmoved
         return [codec.DecodedRow(stamp[a:b], combined[a:b], is_int[a:b])
                 for a, b in zip(cuts[:-1], cuts[1:])]
 
-    def _cells_to_buckets(self, owner_of: np.ndarray, cells: np.ndarray, ts_ms: np.ndarray
-                 ) -> _Buckets:
+    def _cells_to_buckets(self, owner_of: np.ndarray, cells: np.ndarray,
+                          ts_ms: np.ndarray) -> _Buckets:
         """Where each of the rows' cells (``cells`` per row, at ``ts_ms``) goes: its key, the
         series index above ``BUCKET_BITS`` and the bucket's index from ``first_ms`` below."""
         owners = np.repeat(owner_of, cells)
@@ -136,7 +137,10 @@ class RollupReader(SeriesReader):
             inside = None
         else:
             owners, ts_ms = owners[inside], ts_ms[inside]
-        key = (owners << BUCKET_BITS) | ((ts_ms - self.first_ms) // self.step_ms)
+        key = ts_ms - self.first_ms  # in place from here: no temporary per operation
+        key //= self.step_ms
+        owners <<= BUCKET_BITS
+        key |= owners
         steps = np.diff(key)
         order = None
         if (steps < 0).any():  # rows come in time order, so seldom

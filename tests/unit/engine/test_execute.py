@@ -232,6 +232,11 @@ def test_no_series_no_results() -> None:
 
 def test_count_inside() -> None:
     assert sum(count_inside(s, START_MS, START_MS + 90001) for s in long_series()) == 6
+    one = Series(tsuid="", tags={}, ts_ms=np.array([10, 20, 30], np.int64),
+                 values=np.zeros(3), is_int=np.zeros(3, bool))
+    assert [count_inside(one, start, end) for start, end in
+            [(10, 31), (0, 100), (11, 31), (10, 30), (31, 40), (0, 10), (20, 21)]] == [
+        3, 3, 2, 2, 0, 0, 1]
 
 
 def test_fill_null_prints_null_and_nan_is_a_value() -> None:
