@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from app.engine.flat import adjacent, flatten, follows
+from app.engine.flat import adjacent, data_address, flatten, follows
 from app.engine.model import Series
 
 
@@ -61,3 +61,11 @@ def test_follows_tells_what_adjacent_tells_of_two_series() -> None:
         expected = adjacent([a, b]) is not None  # type: ignore[list-item]
         assert follows(series_of(a, a, a), series_of(b, b, b)) == expected, (a, b)  # type: ignore[arg-type]
     assert follows(series_of(block[0:3], block, block), series_of(block[3:6], block, block))
+
+
+def test_data_address_is_where_the_array_starts() -> None:
+    block = np.arange(100, dtype=np.float64)
+    views = (block, block[7:20], block[::3], block[99:], np.zeros(0), block.reshape(10, 10)[3])
+    for array in views:
+        assert data_address(array) == array.__array_interface__["data"][0]
+    assert data_address(block[8:]) - data_address(block[7:]) == 8
