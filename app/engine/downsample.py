@@ -180,11 +180,14 @@ def downsample(flat: FlatSeries, spec: Downsample, window: Window,
         heads[0] = True
         np.not_equal(buckets[1:], buckets[:-1], out=heads[1:])
         heads[flat.offsets[:-1][flat.lengths > 0]] = True
-    starts = np.flatnonzero(heads).astype(np.int64)
-    lengths = np.diff(np.r_[starts, len(buckets)]).astype(np.int64)
-    offsets = np.searchsorted(starts, flat.offsets, side="left").astype(np.int64)
-    out = _doubles(buckets[starts], reduce_segments(flat.values, starts, lengths, function),
-                   offsets)
+    if heads.all() and function.of_one is not None:  # every point alone in its bucket
+        out = _doubles(buckets, function.of_one(flat.values), flat.offsets)
+    else:
+        starts = np.flatnonzero(heads).astype(np.int64)
+        lengths = np.diff(np.r_[starts, len(buckets)]).astype(np.int64)
+        offsets = np.searchsorted(starts, flat.offsets, side="left").astype(np.int64)
+        out = _doubles(buckets[starts], reduce_segments(flat.values, starts, lengths, function),
+                       offsets)
     policy = FILL_POLICIES[fill]
     if policy.fills and not spec.run_all:
         out = _apply_fill(out, _fill_grid(spec, window), policy.value)

@@ -201,3 +201,19 @@ def test_reduce_segments_with_uneven_lengths() -> None:
 def test_avg_of_one_point_per_bucket_is_identity(values: list[float]) -> None:
     points = [(BASE + 60000 * i, v) for i, v in enumerate(values)]
     assert run(points, "1m-avg") == points
+
+
+@pytest.mark.parametrize("function", ["sum", "avg", "max", "first", "count", "dev", "squareSum",
+                                      "p95", "none"])
+def test_one_point_per_bucket_answers_as_the_aggregator_does(function: str) -> None:
+    # Every point alone in its bucket (what a rollup read hands the downsampler) takes a short
+    # cut for aggregators that know what they make of one value; the answer is still what
+    # the aggregator itself makes of each bucket's one value.
+    alone = [(BASE + 60000 * i, v) for i, v in enumerate([3.5, -0.0, 7.0, 1e15, -2.0])]
+    values = np.array([[v for _, v in alone]])  # one row: each column a bucket of one point
+    expected = AGGREGATORS[function].run_double(values, None)
+    out = run(alone, f"1m-{function}")
+    assert [ts for ts, _ in out] == [ts for ts, _ in alone]
+    assert np.array([v for _, v in out]).tobytes() == expected.tobytes()
+    if function in ("sum", "avg"):
+        assert str(out[1][1]) == "0.0"  # Java: 0.0 + -0.0
