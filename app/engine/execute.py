@@ -17,7 +17,7 @@ only some series have); ``aggregateTags`` lists keys whose values differ (``comp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -27,6 +27,7 @@ from app.engine.flat import FlatSeries, concat, count_inside, flatten, follows
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
+from app.engine.staged import StagedSeries, all_staged, finish_staged
 from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
 from app.query.limits import NO_DEADLINE, Deadline
@@ -177,10 +178,15 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     # Groups are formed over every series; one without points in the scan window (say a row
     # holding only an annotation) adds its notes to its group but takes no other part.
     groups = group_series(sub, ordered)
-    active = np.array([count_inside(s, scan_start, scan_end) > 0 for s in ordered], dtype=bool)
+    staged = all_staged(ordered)  # downsampled by the read (app.engine.staged)
+    active = np.array([_has_points(s, scan_start, scan_end) for s in ordered], dtype=bool)
     position = np.cumsum(active) - 1  # a series' row in the flat arrays of active series
     window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
-    flat = _per_series_stage(sub, [s for s, a in zip(ordered, active) if a], window, deadline)
+    with_points = [s for s, a in zip(ordered, active) if a]
+    if staged:
+        flat = finish_staged(sub, cast(list[StagedSeries], with_points), window)
+    else:
+        flat = _per_series_stage(sub, with_points, window, deadline)
     deadline.check(sub.index)
     json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
     data_groups = [[int(position[i]) for i in rows if active[i]] for rows in groups]
@@ -203,6 +209,14 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
         results.append(_result(sub, metric, members, merged, (start_ms, end_ms), json_null,
                                notes, keep_scanned))
     return results
+
+
+def _has_points(s: Series, scan_start: int, scan_end: int) -> bool:
+    """Whether the series has raw points in the scan window (counted by the read when it
+    downsampled them)."""
+    if isinstance(s, StagedSeries):
+        return s.raw_points > 0
+    return count_inside(s, scan_start, scan_end) > 0
 
 
 def _note_in_range(note: dict[str, Any], start_ms: int, end_ms: int) -> bool:
