@@ -23,18 +23,18 @@ import numpy as np
 
 from app.engine.aggregators import AGGREGATORS
 from app.engine.downsample import FILL_POLICIES, Window, downsample
-from app.engine.flat import FlatSeries, concat, count_inside, flatten, follows
+from app.engine.flat import FlatSeries, count_inside, flatten, follows
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
-from app.engine.staged import StagedSeries, all_staged, finish_staged
+from app.engine.staged import Pieces, StagedSeries, all_staged, finish_staged, stage_bound
 from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
 from app.query.limits import NO_DEADLINE, Deadline
 
 HOUR_S = 3600
 # Raw points per chunk of the per-series stage when downsampling (bounds peak memory).
-STAGE_CHUNK_POINTS = 1_000_000
+STAGE_CHUNK_POINTS = 262_144
 
 
 def scan_bounds_ms(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
@@ -134,27 +134,27 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
     chunk, not the whole query; the deadline is checked after each chunk."""
     if sub.downsample is None:
         return _pipeline(sub, flatten(series, window.scan_start_ms, window.scan_end_ms), window)
-    pieces: list[FlatSeries] = []
+    pieces = Pieces(stage_bound(sub.downsample, window, series))
     chunk: list[Series] = []
     points = 0
     for s in series:
         if points >= STAGE_CHUNK_POINTS // 4 and not follows(chunk[-1], s):
             # Cut where the arrays stop lying in one buffer: a chunk in one is not copied.
-            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
-                                                 window.scan_end_ms), window))
+            pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                              window.scan_end_ms), window))
             chunk, points = [], 0
             deadline.check(sub.index)
         chunk.append(s)
         points += len(s.ts_ms)
         if points >= STAGE_CHUNK_POINTS:
-            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
-                                                 window.scan_end_ms), window))
+            pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                              window.scan_end_ms), window))
             chunk, points = [], 0
             deadline.check(sub.index)
-    if chunk or not pieces:
-        pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
-                                window))
-    return concat(pieces)
+    if chunk or not pieces.count:
+        pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
+                             window))
+    return pieces.joined()
 
 
 # Java arithmetic: overflow to Infinity (answered with a 400 when printed) and Infinity * 0 = NaN

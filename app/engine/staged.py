@@ -15,10 +15,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 # ``_apply_fill`` and ``_fill_grid``: the two steps ``downsample`` ends with when a fill
-# policy fills, the same code run once over the joined buckets instead of once per chunk.
+# policy fills, the same code run once over the joined buckets instead of once per chunk;
+# ``_concatenated``: ``np.concatenate`` keeping views of one value one view.
 from app.engine.downsample import FILL_POLICIES, Window, _apply_fill, _fill_grid, downsample
-from app.engine.flat import FlatSeries, flatten
+from app.engine.flat import FlatSeries, _concatenated, concat, flatten
 from app.engine.model import Int64Array, Series
 from app.engine.rate import rate
 from app.query.ast import Downsample, SubQuery
@@ -73,3 +76,65 @@ def finish_staged(sub: SubQuery, series: Sequence[StagedSeries], window: Window)
 def all_staged(series: Sequence[Series]) -> bool:
     """Whether the read downsampled these series (it does so for all of a sub-query's or none)."""
     return bool(series) and all(isinstance(s, StagedSeries) for s in series)
+
+
+def stage_bound(spec: Downsample, window: Window, series: Sequence[Series]) -> int | None:
+    """The most points the per-series stage can emit for ``series`` (None: not known ahead,
+    calendar and ``all`` buckets): per series every bucket of the scan window with a fill
+    policy, else at most one a raw point; a rate emits no more than it is given."""
+    if spec.calendar or spec.run_all or spec.interval_ms <= 0:
+        return None
+    width = spec.interval_ms
+    buckets = (window.scan_end_ms - 1) // width - window.scan_start_ms // width + 1
+    if FILL_POLICIES[spec.fill].fills:
+        return len(series) * buckets
+    return sum(min(len(s.ts_ms), buckets) for s in series)
+
+
+class Pieces:
+    """The per-series stage's chunks joined as they come: their timestamps and values
+    written one after the other into buffers of the most the stage can emit (``bound``), so
+    joining them never holds the buckets twice; without a bound, a concatenation at the end."""
+
+    def __init__(self, bound: int | None) -> None:
+        self.bound = bound
+        self.count = 0
+        self._pieces: list[FlatSeries] = []  # each, until a second one comes (then written)
+        self._ts_ms: np.ndarray | None = None
+        self._values: np.ndarray | None = None
+        self._at = 0
+        self._rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # lengths, longs,
+        # flags of the pieces written
+
+    def add(self, piece: FlatSeries) -> None:
+        self.count += 1
+        if self.bound is None or self.count == 1:
+            self._pieces.append(piece)
+            return
+        if self._ts_ms is None:
+            self._ts_ms = np.empty(self.bound, dtype=np.int64)
+            self._values = np.empty(self.bound, dtype=np.float64)
+            first = self._pieces.pop()
+            self._write(first)
+        self._write(piece)
+
+    def _write(self, piece: FlatSeries) -> None:
+        assert self._ts_ms is not None and self._values is not None
+        end = self._at + piece.ts_ms.size
+        self._ts_ms[self._at:end] = piece.ts_ms
+        self._values[self._at:end] = piece.values
+        self._at = end
+        # Only what the joined collection still needs of the piece (often views of one
+        # value); a view of its timestamps or values would keep them whole.
+        self._rest.append((piece.lengths, piece.longs, piece.is_float))
+
+    def joined(self) -> FlatSeries:
+        """One collection holding every piece's series in order."""
+        if self._ts_ms is None or self._values is None:
+            return concat(self._pieces)
+        rest, self._rest = self._rest, []
+        lengths = np.concatenate([p[0] for p in rest])
+        return FlatSeries(self._ts_ms[:self._at], self._values[:self._at],
+                          _concatenated([p[1] for p in rest]),
+                          _concatenated([p[2] for p in rest]),
+                          np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
