@@ -8,6 +8,10 @@ the points it scans (issue 14). Each bucket is reduced from exactly the points, 
 order, as the whole-series downsample would reduce it, so the answer is the same to the bit;
 the fill policy and the rate run in the engine over the joined buckets, as ``downsample``
 and ``_pipeline`` do (a rate needs the bucket before, which may lie in another chunk).
+
+Series read raw (from the hour cache) are downsampled by the engine a chunk at a time; their
+chunks' buckets are joined by :class:`Pieces` into buffers sized up front, so the buckets are
+never held twice.
 """
 
 from __future__ import annotations

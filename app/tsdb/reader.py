@@ -7,7 +7,8 @@
 3. Keep the rows whose tag UIDs pass the per-key constraints, in bulk on bytes; resolve the
    surviving tag UIDs to names and run the remaining (wildcard, regexp, ...) filters once per
    series, not per row.
-4. Decode each series' rows into numpy arrays in one pass.
+4. Decode each series' rows into numpy arrays in one pass; or, for a downsample no hour cache
+   takes part in, decode and downsample the rows a chunk at a time as they come (``fused_read``).
 """
 
 from __future__ import annotations
