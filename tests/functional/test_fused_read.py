@@ -49,9 +49,11 @@ def _points() -> list[DataPoint]:
     return points
 
 
-@pytest.fixture
-def store(tsd_config: dict[str, Any]) -> Iterator[TSDB]:
-    tsdb = make_tsdb({**tsd_config, "tsd.query.cache.max_bytes": 0})
+@pytest.fixture(params=[0, 1], ids=["unsalted", "salted"])
+def store(tsd_config: dict[str, Any], request: pytest.FixtureRequest) -> Iterator[TSDB]:
+    # Salted, a series' rows come from one of several ranges, scanned one after the other.
+    salt = {"tsd.storage.salt.width": 1, "tsd.storage.salt.buckets": 3} if request.param else {}
+    tsdb = make_tsdb({**tsd_config, "tsd.query.cache.max_bytes": 0, **salt})
     # "quiet" has a point long before the query (its UIDs), then only a note in range.
     quiet = DataPoint("fuse.m", BASE_S - 10 * HOUR_S, 1, {"host": "quiet", "dc": "dc1"})
     assert not any(PointWriter(tsdb).write([*_points(), quiet]))
