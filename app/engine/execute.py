@@ -17,23 +17,24 @@ only some series have); ``aggregateTags`` lists keys whose values differ (``comp
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from app.engine.aggregators import AGGREGATORS
 from app.engine.downsample import FILL_POLICIES, Window, downsample
-from app.engine.flat import FlatSeries, concat, count_inside, flatten, follows
+from app.engine.flat import FlatSeries, count_inside, flatten, follows
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
+from app.engine.staged import Pieces, StagedSeries, all_staged, finish_staged, stage_bound
 from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
 from app.query.limits import NO_DEADLINE, Deadline
 
 HOUR_S = 3600
 # Raw points per chunk of the per-series stage when downsampling (bounds peak memory).
-STAGE_CHUNK_POINTS = 1_000_000
+STAGE_CHUNK_POINTS = 262_144
 
 
 def scan_bounds_ms(start_ms: int, end_ms: int, spec: Downsample | None) -> tuple[int, int]:
@@ -133,27 +134,27 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
     chunk, not the whole query; the deadline is checked after each chunk."""
     if sub.downsample is None:
         return _pipeline(sub, flatten(series, window.scan_start_ms, window.scan_end_ms), window)
-    pieces: list[FlatSeries] = []
+    pieces = Pieces(stage_bound(sub.downsample, window, series))
     chunk: list[Series] = []
     points = 0
     for s in series:
         if points >= STAGE_CHUNK_POINTS // 4 and not follows(chunk[-1], s):
             # Cut where the arrays stop lying in one buffer: a chunk in one is not copied.
-            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
-                                                 window.scan_end_ms), window))
+            pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                              window.scan_end_ms), window))
             chunk, points = [], 0
             deadline.check(sub.index)
         chunk.append(s)
         points += len(s.ts_ms)
         if points >= STAGE_CHUNK_POINTS:
-            pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms,
-                                                 window.scan_end_ms), window))
+            pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms,
+                                              window.scan_end_ms), window))
             chunk, points = [], 0
             deadline.check(sub.index)
-    if chunk or not pieces:
-        pieces.append(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
-                                window))
-    return concat(pieces)
+    if chunk or not pieces.count:
+        pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
+                             window))
+    return pieces.joined()
 
 
 # Java arithmetic: overflow to Infinity (answered with a 400 when printed) and Infinity * 0 = NaN
@@ -177,10 +178,15 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
     # Groups are formed over every series; one without points in the scan window (say a row
     # holding only an annotation) adds its notes to its group but takes no other part.
     groups = group_series(sub, ordered)
-    active = np.array([count_inside(s, scan_start, scan_end) > 0 for s in ordered], dtype=bool)
+    staged = all_staged(ordered)  # downsampled by the read (app.engine.staged)
+    active = np.array([_has_points(s, scan_start, scan_end) for s in ordered], dtype=bool)
     position = np.cumsum(active) - 1  # a series' row in the flat arrays of active series
     window = Window(scan_start, scan_end, start_ms, end_ms, timezone)
-    flat = _per_series_stage(sub, [s for s, a in zip(ordered, active) if a], window, deadline)
+    with_points = [s for s, a in zip(ordered, active) if a]
+    if staged:
+        flat = finish_staged(sub, cast(list[StagedSeries], with_points), window)
+    else:
+        flat = _per_series_stage(sub, with_points, window, deadline)
     deadline.check(sub.index)
     json_null = sub.downsample is not None and FILL_POLICIES[sub.downsample.fill].json_null
     data_groups = [[int(position[i]) for i in rows if active[i]] for rows in groups]
@@ -203,6 +209,14 @@ def run_subquery(sub: SubQuery, metric: str, series: Sequence[Series], start_ms:
         results.append(_result(sub, metric, members, merged, (start_ms, end_ms), json_null,
                                notes, keep_scanned))
     return results
+
+
+def _has_points(s: Series, scan_start: int, scan_end: int) -> bool:
+    """Whether the series has raw points in the scan window (counted by the read when it
+    downsampled them)."""
+    if isinstance(s, StagedSeries):
+        return s.raw_points > 0
+    return count_inside(s, scan_start, scan_end) > 0
 
 
 def _note_in_range(note: dict[str, Any], start_ms: int, end_ms: int) -> bool:

@@ -66,7 +66,7 @@ _DTYPES: dict[int, np.dtype[Any]] = {
 }
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class DecodedRow:
     """Data points of one series, strictly ascending in time."""
 

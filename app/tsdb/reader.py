@@ -7,7 +7,8 @@
 3. Keep the rows whose tag UIDs pass the per-key constraints, in bulk on bytes; resolve the
    surviving tag UIDs to names and run the remaining (wildcard, regexp, ...) filters once per
    series, not per row.
-4. Decode each series' rows into numpy arrays in one pass.
+4. Decode each series' rows into numpy arrays in one pass; or, for a downsample no hour cache
+   takes part in, decode and downsample the rows a chunk at a time as they come (``fused_read``).
 """
 
 from __future__ import annotations
@@ -21,8 +22,10 @@ from typing import Any, cast
 
 import numpy as np
 
+from app.engine.downsample import Window
 from app.engine.execute import scan_bounds_ms
 from app.engine.model import Int64Array, Series
+from app.engine.staged import fusable
 from app.errors import BadRequestError, NoSuchUniqueId
 from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
@@ -33,6 +36,7 @@ from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
 from app.tsdb import TSDB, closed_range, hour_cache
 from app.tsdb.annotations import query_note
+from app.tsdb.fused_read import read_fused
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
 from app.tsdb.tsuid import parse_tsuid
@@ -70,6 +74,11 @@ SHARED_BLOCK_SHARE = 4
 
 StoredRow = Row | CachedRow
 """A row's cells as stored, or its decode kept by the hour cache."""
+
+_RowStream = tuple[Iterator[tuple[bytes, StoredRow]], Callable[[bytes], bool] | None,
+                   Sequence[tuple[bytes, CachedRow]]]
+"""Rows as storage streams them, the per-series name test to run on them (None: none),
+and the rows found in the hour cache (in key order, ahead of the stream): see ``_group``."""
 
 
 @dataclass
@@ -131,15 +140,24 @@ class SeriesReader:
         if planned is not None:
             return planned
         first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
-        return self.read_rows(sub, first_s, last_s)
+        fuse = None
+        if self.use_cache and fusable(sub.downsample):  # (a delete needs every row's cells)
+            scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, sub.downsample)
+            fuse = Window(scan_start_ms, scan_end_ms, start_ms, end_ms)
+        return self.read_rows(sub, first_s, last_s, fuse)
 
     def table(self) -> Table:
         return self.tsdb.data_table()
 
-    def read_rows(self, sub: SubQuery, first_s: int, last_s: int) -> list[Series]:
+    def read_rows(self, sub: SubQuery, first_s: int, last_s: int,
+                  fuse: Window | None = None) -> list[Series]:
         """The series of ``sub`` from the rows with base times in ``[first_s, last_s]``: the
         closed rows through a range entry of the hour cache when the store can stamp a whole
-        range (``closed_range``), the others (and all of them otherwise) row by row."""
+        range (``closed_range``), the others (and all of them otherwise) row by row.
+
+        ``fuse``: the downsampling window when the read may downsample as it decodes
+        (``app.engine.staged``), which it does when no hour cache takes part in the read
+        (the cache keeps raw points): then the series come as ``StagedSeries``."""
         filters = [build_filter(f) for f in sub.filters]
         cache = self._range_cache()
         closed_s = None if cache is None else closed_range.closed_last_s(
@@ -156,8 +174,10 @@ class SeriesReader:
                 self.stats.series = series_before + len(joined)  # each series once
                 self.limits.check_emitted(sub, self._buckets, len(joined))  # all of them
                 return joined
-        return self._decode(self._row_groups(sub, filters, first_s, last_s), filters,
-                            sub.explicit_tags)
+        rows, named, hits = self._row_stream(sub, filters, first_s, last_s)
+        if fuse is not None and self._cache is None and not hits and self.kept_counts is None:
+            return read_fused(self, rows, filters, fuse)
+        return self._decode(self._group(rows, named, hits), filters, sub.explicit_tags)
 
     def _range_cache(self) -> HourCache | None:
         """The hour cache when this read may validate closed rows a range at a time."""
@@ -168,6 +188,11 @@ class SeriesReader:
     def _row_groups(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
                     last_s: int) -> Iterable[_SeriesRows]:
         """The rows of each series ``sub`` may match (the name filters not yet run)."""
+        return self._group(*self._row_stream(sub, filters, first_s, last_s))
+
+    def _row_stream(self, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
+                    last_s: int) -> _RowStream:
+        """The rows ``sub`` may match as storage streams them (see :meth:`_group`)."""
         if sub.tsuids:
             self._check_tsuids(sub.tsuids)
             return self._tsuid_rows(sub.tsuids, first_s, last_s)
@@ -208,11 +233,11 @@ class SeriesReader:
 
     def _metric_rows(self, metric_uid: bytes, constraints: list[_UidConstraint],
                      explicit_tags: bool, filters: Sequence[TagFilter], first_s: int,
-                     last_s: int) -> Iterable[_SeriesRows]:
+                     last_s: int) -> _RowStream:
         exact = _exact_tag_sets(constraints) if explicit_tags and filters else None
         if exact is not None:
             rows = self._exact_rows(metric_uid, exact, first_s, last_s)
-            return self._group(row for row in rows if _passes(self.layout, row[0], constraints))
+            return (row for row in rows if _passes(self.layout, row[0], constraints)), None, ()
         keep = None
         if constraints:
             keep = self._per_series(lambda key: _passes(self.layout, key, constraints))
@@ -223,7 +248,7 @@ class SeriesReader:
             named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
         hits, stored = self._scan_rows(metric_uid, first_s, last_s, _narrowing(constraints),
                                        keep, named)
-        return self._group(stored, named, hits)
+        return stored, named, hits
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
         """``test`` of a row key, run once per series (the key without its base time)."""
@@ -396,13 +421,12 @@ class SeriesReader:
         keys.sort()
         yield from self.table().rows(keys, columns=[b"t"])
 
-    def _tsuid_rows(self, tsuids: Sequence[str], first_s: int,
-                    last_s: int) -> Iterable[_SeriesRows]:
+    def _tsuid_rows(self, tsuids: Sequence[str], first_s: int, last_s: int) -> _RowStream:
         table = self.table()
         keys = sorted(self.layout.row_key_from_tsuid(bytes.fromhex(tsuid), base_s)
                       for tsuid in tsuids
                       for base_s in range(first_s, last_s + 1, self.row_span_s))
-        return self._group(iter(table.rows(keys, columns=[b"t"])))
+        return iter(table.rows(keys, columns=[b"t"])), None, ()
 
     def _group(self, rows: Iterator[tuple[bytes, StoredRow]],
                named: Callable[[bytes], bool] | None = None,

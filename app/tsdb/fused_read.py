@@ -1,0 +1,224 @@
+"""The read path with the downsample fused into the decode: peak memory bounded by a chunk.
+
+Storage streams a metric's hour rows in key order: salt, metric, *hour*, tags, so a series is
+complete only at the end of the scan, and holding every row's cells until then (about 10
+bytes a point), then every decoded point (17), is what bounded a query's memory by its size.
+When the downsample's buckets never straddle an hour row (``app.engine.staged.fusable``), the
+rows are instead decoded a chunk at a time as they come (``CHUNK_STORED_BYTES`` of cells,
+about 400,000 points of compacted 10-second data), in one vectorised pass whose segments are
+the rows themselves; each chunk is downsampled at once with fill policy ``none`` and its cells
+and raw points let go. Only the buckets are kept, written at the end series after series (row
+key order) into one buffer the engine reads without a copy. The limits run as in the
+row-by-row read: bytes and the deadline every ``CHECK_EVERY_ROWS`` rows, points, buckets x
+series and the deadline after each chunk, buckets x series again at the end.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from app.engine.downsample import Window
+from app.engine.flat import FlatSeries, constant, ranges_to_index
+from app.engine.model import Series
+from app.engine.staged import StagedSeries, stage_chunk
+from app.query.filters import TagFilter, series_matches
+from app.storage.base import Row
+
+if TYPE_CHECKING:
+    from app.tsdb.reader import SeriesReader, StoredRow
+
+# Stored bytes of cells decoded per chunk (compacted 10-second data: ~10 bytes a point).
+CHUNK_STORED_BYTES = 4 << 20
+# And at most this many rows, whatever they weigh.
+CHUNK_ROWS = 4096
+
+
+@dataclass(eq=False, slots=True)
+class _Fused:
+    """One series being read: what the response needs of it."""
+
+    index: int  # in the order first seen
+    row_order: bytes
+    tag_uids: tuple[tuple[bytes, bytes], ...]
+    tags: dict[str, str]
+    notes: list[dict[str, Any]] = field(default_factory=list)
+
+
+@dataclass(slots=True)
+class _Piece:
+    """One chunk's buckets: per row its series (``_Fused.index``), bucket count and raw
+    point count, and the buckets, row after row."""
+
+    owners: np.ndarray
+    lengths: np.ndarray
+    raw_points: np.ndarray
+    ts_ms: np.ndarray
+    values: np.ndarray
+
+
+def read_fused(reader: SeriesReader, rows: Iterator[tuple[bytes, StoredRow]],
+               filters: Sequence[TagFilter], window: Window) -> list[Series]:
+    """The series of the reader's sub-query from ``rows`` (stored rows, each series' rows in
+    time order), downsampled chunk by chunk; in row-key order."""
+    from app.tsdb.reader import CHECK_EVERY_ROWS, _annotations
+
+    sub, stats, layout = reader._sub, reader.stats, reader.layout
+    time_start = layout.salt_width + layout.metric_width
+    by_series: dict[bytes, _Fused | None] = {}
+    series: list[_Fused] = []
+    pieces: list[_Piece] = []
+    chunk: list[tuple[bytes, Row]] = []
+    owners: list[int] = []
+    chunk_bytes = 0
+    try:
+        for key, cells in rows:
+            assert isinstance(cells, dict)  # stored cells: no hour cache in this read
+            weight = reader._weight(key, cells)
+            stats.rows += 1
+            stats.bytes += weight
+            if stats.rows % CHECK_EVERY_ROWS == 0:
+                reader.limits.check_read(sub, stats.points, stats.bytes)
+                reader.deadline.check(sub.index)
+            order = key[:time_start] + key[time_start + 4:]
+            fused = by_series.get(order)
+            if fused is None:
+                if order in by_series:
+                    continue  # a series the filters dropped
+                fused = by_series[order] = _matched(reader, key, order, filters, len(series))
+                if fused is None:
+                    continue
+                series.append(fused)
+            for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
+                if len(column) & 1:
+                    fused.notes += _annotations(layout, key, cells)
+                    break
+            chunk.append((key, cells))
+            owners.append(fused.index)
+            chunk_bytes += weight
+            if chunk_bytes >= CHUNK_STORED_BYTES or len(chunk) >= CHUNK_ROWS:
+                pieces.append(_stage(reader, chunk, owners, window, len(series)))
+                chunk, owners, chunk_bytes = [], [], 0
+    finally:
+        # A scan stopped by a limit or the deadline is closed now (see SeriesReader._group).
+        close = getattr(rows, "close", None)
+        if close is not None:
+            close()
+    reader.limits.check_read(sub, stats.points, stats.bytes)
+    if chunk:
+        pieces.append(_stage(reader, chunk, owners, window, len(series)))
+    del chunk
+    reader.limits.check_emitted(sub, reader._buckets, len(series))
+    stats.series += len(series)
+    return _assembled(reader, series, pieces)
+
+
+def _matched(reader: SeriesReader, key: bytes, order: bytes, filters: Sequence[TagFilter],
+             index: int) -> _Fused | None:
+    """A series first seen, when its tag names pass the filters (``SeriesReader._matching``)."""
+    tag_uids = reader.layout.parse_row_key(key).tags
+    tags = reader._names(tag_uids)
+    if tags is None or not series_matches(tags, filters, reader._sub.explicit_tags):
+        return None
+    return _Fused(index, order, tuple(tag_uids), tags)
+
+
+def _stage(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]], owners: Sequence[int],
+           window: Window, series_seen: int) -> _Piece:
+    """Decode one chunk's rows, downsample them, count them; the limits and the deadline."""
+    rows = _decoded_rows(reader, chunk)
+    sub, stats = reader._sub, reader.stats
+    stats.points += int(rows.ts_ms.size)
+    reader.limits.check_read(sub, stats.points, stats.bytes)
+    reader.limits.check_emitted(sub, reader._buckets, series_seen)
+    reader.deadline.check(sub.index)
+    assert sub.downsample is not None
+    buckets, raw_points = stage_chunk(sub.downsample, window, rows)
+    return _Piece(np.array(owners, dtype=np.int64), buckets.lengths, raw_points,
+                  np.ascontiguousarray(buckets.ts_ms), np.ascontiguousarray(buckets.values))
+
+
+def _decoded_rows(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]]) -> FlatSeries:
+    """The chunk's rows decoded, each row one segment (in chunk order); values as doubles
+    (a downsample reads nothing else, so integers beyond 2**53 need no exact re-read)."""
+    from app.tsdb.reader import _decode_pass
+
+    done = _decode_pass(chunk, reader.layout.salt_width + reader.layout.metric_width)
+    assert done is not None
+    merged, cuts, _ = done
+    if merged.has_duplicates:  # rare: row by row, the newest cell winning (write times)
+        parts = [reader._decode_row(key, cells) for key, cells in chunk]
+        ts_ms = np.concatenate([p.ts_ms for p in parts])
+        values = np.concatenate([p.values for p in parts])
+        is_int = np.concatenate([p.is_int for p in parts])
+        lengths = [len(p) for p in parts]
+        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+    else:
+        ts_ms, values, is_int = merged.ts_ms, merged.values, merged.is_int
+        offsets = np.concatenate(([0], cuts, [ts_ms.size])).astype(np.int64)
+    return FlatSeries(ts_ms, values, constant(0, np.int64, ts_ms.size), ~is_int, offsets)
+
+
+def _assembled(reader: SeriesReader, series: list[_Fused], pieces: list[_Piece]
+               ) -> list[Series]:
+    """Every series' buckets, series after series in row-key order, in one buffer (each
+    piece copied in and let go), as :class:`StagedSeries` the engine joins without a copy."""
+    counts = np.zeros(len(series), dtype=np.int64)  # by _Fused.index
+    raw_points = np.zeros(len(series), dtype=np.int64)
+    for piece in pieces:
+        np.add.at(counts, piece.owners, piece.lengths)
+        np.add.at(raw_points, piece.owners, piece.raw_points)
+    series.sort(key=lambda s: s.row_order)
+    ordered = np.array([s.index for s in series], dtype=np.int64)
+    ends = np.cumsum(counts[ordered])
+    total = int(ends[-1]) if len(ends) else 0
+    cursor = np.zeros(len(series), dtype=np.int64)  # where each series writes next
+    cursor[ordered] = ends - counts[ordered]
+    ts_ms = np.empty(total, dtype=np.int64)
+    values = np.empty(total, dtype=np.float64)
+    while pieces:
+        piece = pieces.pop(0)
+        at = ranges_to_index(_row_starts(cursor, piece.owners, piece.lengths), piece.lengths)
+        ts_ms[at] = piece.ts_ms
+        values[at] = piece.values
+        np.add.at(cursor, piece.owners, piece.lengths)
+    parts = [slice(int(end - counts[i]), int(end)) for i, end in zip(ordered, ends)]
+    for part in parts:
+        _in_time_order(ts_ms[part], values[part])
+    is_int = np.zeros(total, dtype=bool)  # buckets are doubles (Downsampler#isInteger)
+    for array in (ts_ms, values, is_int):
+        array.flags.writeable = False
+    spec = reader._sub.downsample
+    tsuid_at = reader.layout.salt_width
+    return [StagedSeries(tsuid=s.row_order[tsuid_at:].hex().upper(), tags=s.tags,
+                         ts_ms=ts_ms[part], values=values[part], is_int=is_int[part],
+                         annotations=s.notes, row_order=s.row_order,
+                         tag_uids=dict(zip(s.tags, s.tag_uids)), downsample=spec,
+                         raw_points=int(raw_points[s.index]))
+            for s, part in zip(series, parts, strict=True)]
+
+
+def _row_starts(cursor: np.ndarray, owners: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """Where each row of a piece writes its buckets: its series' cursor, plus the buckets
+    of that series' earlier rows in the piece (a series' rows come in time order)."""
+    order = np.argsort(owners, kind="stable")
+    sorted_owners, sorted_lengths = owners[order], lengths[order]
+    before = np.cumsum(sorted_lengths) - sorted_lengths  # buckets of the rows before
+    heads = np.r_[True, sorted_owners[1:] != sorted_owners[:-1]]
+    first = np.maximum.accumulate(np.where(heads, np.arange(len(order)), 0))
+    starts = np.empty_like(before)
+    starts[order] = cursor[sorted_owners] + before - before[first]
+    return starts
+
+
+def _in_time_order(ts_ms: np.ndarray, values: np.ndarray) -> None:
+    """Sort one series' buckets in place should its rows have come out of time order (each
+    range streams a series' rows by key, and the ranges come one after the other in time,
+    so they do not; a bucket lies in one row, so no two rows hold the same one)."""
+    if ts_ms.size > 1 and not bool((ts_ms[1:] > ts_ms[:-1]).all()):
+        order = np.argsort(ts_ms, kind="stable")
+        ts_ms[:] = ts_ms[order]
+        values[:] = values[order]
