@@ -43,7 +43,7 @@ STEP_S = 10
 END_S = 1_700_006_400 - 1_700_006_400 % 86400
 START_S = END_S - 86400
 MONTH_START_S = END_S - 30 * 86400
-RUNS = 5
+RUNS = 9
 METRIC, MONTHLY = "bench_cpu", "bench_cpu_hourly"
 ROLLUPS = {"aggregationIds": {"sum": 0, "count": 1, "min": 2, "max": 3},
            "intervals": [
@@ -148,14 +148,20 @@ def vm_count(url: str) -> int:
     return int(float(result[0]["value"][1])) if result else 0
 
 
-def timed(call: Callable[[], int]) -> tuple[float, int]:
-    call()  # warm: UID caches, page cache, VM's index caches
-    samples, size = [], 0
+def timed(calls: list[Callable[[], int]]) -> list[tuple[float, int]]:
+    """Each call's median time and answer size over ``RUNS`` rounds. A round runs every call
+    once, one after the other, so a burst of load on the shared machine lands on all of them
+    alike rather than on whichever was being timed then."""
+    for call in calls:
+        call()  # warm: UID caches, page cache, VM's index caches
+    samples: list[list[float]] = [[] for _ in calls]
+    sizes = [0] * len(calls)
     for _ in range(RUNS):
-        begin = time.perf_counter()
-        size = call()
-        samples.append(time.perf_counter() - begin)
-    return float(np.median(samples)), size
+        for i, call in enumerate(calls):
+            begin = time.perf_counter()
+            sizes[i] = call()
+            samples[i].append(time.perf_counter() - begin)
+    return [(float(np.median(times)), size) for times, size in zip(samples, sizes)]
 
 
 def pytsd_query(url: str, m: str, start: int, end: int) -> Callable[[], int]:
@@ -228,9 +234,10 @@ def main() -> int:
             if "rollups" not in name and "-avg" in m:
                 variants = [(" raw", m.replace("sum:", "sum:rollup_raw:", 1)),
                             (" rollups", m)]
-            vm_s, vm_points = timed(vm_query(vm_url, promql, start, end, step))
-            for label, query in variants:
-                ours_s, points = timed(pytsd_query(url, query, start, end))
+            (vm_s, vm_points), *ours = timed(
+                [vm_query(vm_url, promql, start, end, step),
+                 *(pytsd_query(url, query, start, end) for _, query in variants)])
+            for (label, _), (ours_s, points) in zip(variants, ours):
                 print(f"{name + label:44} {ours_s * 1000:9.1f} ms {points:>9,} pts "
                       f"{vm_s * 1000:9.1f} ms {vm_points:>7,} {ours_s / vm_s:6.2f}x")
     return 0

@@ -113,7 +113,7 @@ def _seek_ms(spec: Downsample, window: Window) -> int:
     return snapped
 
 
-def _fill_grid(spec: Downsample, window: Window) -> Int64Array:
+def fill_grid(spec: Downsample, window: Window) -> Int64Array:
     """Bucket starts a filling downsampler emits for every series."""
     if not spec.calendar:
         width = spec.interval_ms
@@ -139,7 +139,7 @@ def _doubles(ts: Int64Array, values: Float64Array, offsets: Int64Array) -> FlatS
                       offsets)
 
 
-def _apply_fill(out: FlatSeries, grid: Int64Array, value: float) -> FlatSeries:
+def apply_fill(out: FlatSeries, grid: Int64Array, value: float) -> FlatSeries:
     """Every series gets every grid bucket; buckets off the grid are never emitted."""
     n, width = out.n_series, len(grid)
     filled = np.full(n * width, value)
@@ -190,5 +190,5 @@ def downsample(flat: FlatSeries, spec: Downsample, window: Window,
                        offsets)
     policy = FILL_POLICIES[fill]
     if policy.fills and not spec.run_all:
-        out = _apply_fill(out, _fill_grid(spec, window), policy.value)
+        out = apply_fill(out, fill_grid(spec, window), policy.value)
     return out

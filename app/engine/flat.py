@@ -180,7 +180,7 @@ def constant_value(array: npt.NDArray[Any]) -> Any | None:
     return None
 
 
-def _concatenated(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
+def concatenated(arrays: Sequence[npt.NDArray[Any]]) -> npt.NDArray[Any]:
     """``np.concatenate``, except that views of one same value stay one view."""
     values = {constant_value(a) if a.size else None for a in arrays if a.size}
     if len(values) == 1 and None not in values:
@@ -195,8 +195,8 @@ def concat(pieces: Sequence[FlatSeries]) -> FlatSeries:
     lengths = np.concatenate([p.lengths for p in pieces])
     return FlatSeries(np.concatenate([p.ts_ms for p in pieces]),
                       np.concatenate([p.values for p in pieces]),
-                      _concatenated([p.longs for p in pieces]),
-                      _concatenated([p.is_float for p in pieces]),
+                      concatenated([p.longs for p in pieces]),
+                      concatenated([p.is_float for p in pieces]),
                       np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
 
 

@@ -21,11 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-# ``_apply_fill`` and ``_fill_grid``: the two steps ``downsample`` ends with when a fill
-# policy fills, the same code run once over the joined buckets instead of once per chunk;
-# ``_concatenated``: ``np.concatenate`` keeping views of one value one view.
-from app.engine.downsample import FILL_POLICIES, Window, _apply_fill, _fill_grid, downsample
-from app.engine.flat import FlatSeries, _concatenated, concat, flatten
+from app.engine.downsample import FILL_POLICIES, Window, apply_fill, downsample, fill_grid
+from app.engine.flat import FlatSeries, concat, concatenated, flatten
 from app.engine.model import Int64Array, Series
 from app.engine.rate import rate
 from app.query.ast import Downsample, SubQuery
@@ -71,7 +68,7 @@ def finish_staged(sub: SubQuery, series: Sequence[StagedSeries], window: Window)
     flat = flatten(series, window.scan_start_ms, window.scan_end_ms)
     policy = FILL_POLICIES[spec.fill]
     if policy.fills:
-        flat = _apply_fill(flat, _fill_grid(spec, window), policy.value)
+        flat = apply_fill(flat, fill_grid(spec, window), policy.value)
     if sub.rate:
         flat = rate(flat, sub.rate_options)
     return flat
@@ -139,6 +136,6 @@ class Pieces:
         rest, self._rest = self._rest, []
         lengths = np.concatenate([p[0] for p in rest])
         return FlatSeries(self._ts_ms[:self._at], self._values[:self._at],
-                          _concatenated([p[1] for p in rest]),
-                          _concatenated([p[2] for p in rest]),
+                          concatenated([p[1] for p in rest]),
+                          concatenated([p[2] for p in rest]),
                           np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
