@@ -33,6 +33,7 @@ from common import ROOT, free_port, gunicorn_server
 from app.config import env_name, load_config
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB
+from app.tsdb.closed_range import RANGE_SETTLED_MS
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
@@ -222,6 +223,9 @@ def main() -> int:
                 "tsd.rollups.enable": "true", "tsd.rollups.config": json.dumps(ROLLUPS)}
     if not reuse:
         load_store(settings)
+        # Closed ranges are kept once their newest cell is RANGE_SETTLED_MS old: measure them
+        # as a dashboard's refresh reads them, not in the seconds after the load.
+        time.sleep(RANGE_SETTLED_MS / 1000 + 1)
     print(f"pytsd store: {db}")
     env = {env_name(key): value for key, value in settings.items()}
     with victoria_metrics() as (vm_url, put_port), gunicorn_server(env, workers=1) as url:
