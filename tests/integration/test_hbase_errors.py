@@ -82,9 +82,11 @@ class Listener:
     def close(self) -> None:
         self.server.shutdown(socket.SHUT_RDWR)  # wakes the blocked accept()
         self.server.close()
+        # Joined first: a connection accepted just before the shutdown is then in ``held``
+        # (closing ``held`` before could miss it, and its socket leaked into a later test).
+        self.thread.join(timeout=5)
         for conn in self.held:
             conn.close()
-        self.thread.join(timeout=5)
 
 
 class Proxy:
