@@ -66,8 +66,6 @@ def reduce_segments(values: Float64Array, starts: Int64Array, lengths: Int64Arra
         return np.zeros(0)
     first = int(lengths[0])
     if bool((lengths == first).all()):
-        if first == 1 and function.of_one is not None:
-            return function.of_one(values[: len(starts)])
         return function.run_double(values[: first * len(starts)].reshape(-1, first).T, None)
     out = np.empty(len(starts))
     order = np.argsort(lengths, kind="stable")

@@ -199,14 +199,13 @@ class SqliteTable:
         call registers the table). Cheaper than any range stamp, coarser too: what
         ``rollup_ranges`` checks first (docs/cache.md)."""
         self._settle()
-        found = self._db().execute("SELECT version, changed_ms FROM table_versions "
-                                   "WHERE tbl = ?", (self.name,)).fetchone()
+        select = "SELECT version, changed_ms FROM table_versions WHERE tbl = ?"
+        found = self._db().execute(select, (self.name,)).fetchone()
         if found is None:
             with self.store.transaction() as db:
                 db.execute("INSERT OR IGNORE INTO table_versions VALUES (?, 1, ?)",
                            (self.name, now_ms()))
-            found = self._db().execute("SELECT version, changed_ms FROM table_versions "
-                                       "WHERE tbl = ?", (self.name,)).fetchone()
+            found = self._db().execute(select, (self.name,)).fetchone()
         return int(found[0]), int(found[1])
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:

@@ -79,6 +79,7 @@ ROWS_PER_INSERT = 500  # 3,000 parameters: well under SQLite's limit of 32,766
 _INSERT_ONE = f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)"
 _INSERT_MANY = (f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES "
                 + ", ".join(["(?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT))
+_MANY_PARAMS = 6 * ROWS_PER_INSERT
 LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
 
@@ -183,9 +184,9 @@ def insert_cells(db: sqlite3.Connection, records: list[Record]) -> None:
     module a step of its own, which a statement of many rows pays once (a merge's cost per
     cell fell from ~3.3 to ~1.8 us)."""
     whole = len(records) - len(records) % ROWS_PER_INSERT
-    width = ROWS_PER_INSERT * len(COLUMNS.split(", "))
     flat = list(chain.from_iterable(records[:whole]))
-    db.executemany(_INSERT_MANY, [flat[at:at + width] for at in range(0, len(flat), width)])
+    db.executemany(_INSERT_MANY, [flat[at:at + _MANY_PARAMS]
+                                  for at in range(0, len(flat), _MANY_PARAMS)])
     db.executemany(_INSERT_ONE, records[whole:])
 
 

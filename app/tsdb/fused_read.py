@@ -144,22 +144,20 @@ def _stage(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]], owners: Seq
 def _decoded_rows(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]]) -> FlatSeries:
     """The chunk's rows decoded, each row one segment (in chunk order); values as doubles
     (a downsample reads nothing else, so integers beyond 2**53 need no exact re-read)."""
-    from app.tsdb.reader import _decode_pass
+    from app.tsdb.reader import _concatenated, _decode_pass
 
     done = _decode_pass(chunk, reader.layout.salt_width + reader.layout.metric_width)
     assert done is not None
     merged, cuts, _ = done
     if merged.has_duplicates:  # rare: row by row, the newest cell winning (write times)
         parts = [reader._decode_row(key, cells) for key, cells in chunk]
-        ts_ms = np.concatenate([p.ts_ms for p in parts])
-        values = np.concatenate([p.values for p in parts])
-        is_int = np.concatenate([p.is_int for p in parts])
-        lengths = [len(p) for p in parts]
-        offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
+        rows = _concatenated(parts)
+        offsets = np.concatenate(([0], np.cumsum([len(p) for p in parts]))).astype(np.int64)
     else:
-        ts_ms, values, is_int = merged.ts_ms, merged.values, merged.is_int
-        offsets = np.concatenate(([0], cuts, [ts_ms.size])).astype(np.int64)
-    return FlatSeries(ts_ms, values, constant(0, np.int64, ts_ms.size), ~is_int, offsets)
+        rows = merged
+        offsets = np.concatenate(([0], cuts, [merged.ts_ms.size])).astype(np.int64)
+    return FlatSeries(rows.ts_ms, rows.values, constant(0, np.int64, rows.ts_ms.size),
+                      ~rows.is_int, offsets)
 
 
 def _assembled(reader: SeriesReader, series: list[_Fused], pieces: list[_Piece]

@@ -666,22 +666,18 @@ class SeriesReader:
                    refused: set[int]) -> None:
         """Keep the decodes of the closed, settled rows read from storage in a warm pass
         (not those with notes: their cells are needed), each series' kept rows in one copy."""
-        now_ms = hour_cache.clock_ms()
         stored: list[tuple[bytes, Row]] = []
         parts: list[codec.DecodedRow] = []
-        wanted: list[int] = []
         for (key, cells), part in zip(rows, decoded, strict=True):
-            if isinstance(cells, CachedRow):
-                continue
-            if len(stored) not in refused and self._keepable((key, cells), now_ms):
-                wanted.append(len(stored))
-            stored.append((key, cells))
-            parts.append(part)
-        self._keep_copies(stored, parts, wanted)
+            if not isinstance(cells, CachedRow):
+                stored.append((key, cells))
+                parts.append(part)
+        self._keep_copies(stored, parts, self._keepable_rows(stored, refused))
 
     def _keepable_rows(self, stored: Sequence[tuple[bytes, Row]], refused: set[int]) -> list[int]:
-        """Which of a cold pass's rows may be kept: :meth:`_keepable` without a call per row
-        (a cold read asks for ~24,000 rows at once)."""
+        """Which rows read from storage may be kept (not ``refused``): those whose stamp was
+        read, closed and settled, without notes (their cells are needed). No call per row: a
+        cold read asks for ~24,000 rows at once."""
         now_ms = hour_cache.clock_ms()
         stamps, span_s = self._stamps, self.row_span_s
         at = self.layout.salt_width + self.layout.metric_width
@@ -698,17 +694,6 @@ class SeriesReader:
             else:
                 wanted.append(j)
         return wanted
-
-    def _keepable(self, row: tuple[bytes, StoredRow], now_ms: int) -> bool:
-        key, cells = row
-        stamp = self._stamps.get(key)
-        if stamp is None or isinstance(cells, CachedRow):
-            return False
-        if not keepable(self._base_time(key), self.row_span_s, stamp, now_ms):
-            return False
-        # A note's qualifier is 3 or 5 bytes: only odd columns need the closer look.
-        return not any(len(column) & 1 and codec.is_annotation_qualifier(column[2:])
-                       for column in cells)
 
     def _decode_one(self, group: _SeriesRows) -> codec.DecodedRow:
         """One series, re-reading write times for rows with duplicate timestamps."""
