@@ -164,6 +164,18 @@ SETTINGS: dict[str, Setting] = {
         "storage on every read, so writes by other processes invalidate them; see "
         "docs/cache.md.",
     ),
+    "tsd.query.split.enable": Setting(
+        True, parse_bool,
+        "pytsd: read half the hours of a large downsampled query in a helper process (one per "
+        "worker, with its own store connection and hour cache) while a second core is idle; "
+        "see docs/serving.md.",
+    ),
+    "tsd.query.split.min_points": Setting(
+        1_000_000, int,
+        "pytsd: raw points a query must have read the last time it ran (same metric and "
+        "filters, scaled to its hours) before it is split over two processes (0: split every "
+        "downsampled query of two hours or more).",
+    ),
     "tsd.search.lookup.default_limit": Setting(
         25, int, "pytsd: series `/api/search/lookup` returns when `limit` is 0 or absent."
     ),

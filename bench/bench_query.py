@@ -15,6 +15,7 @@ import sys
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
 
 import numpy as np
 from common import percentiles_ms, temp_storage_url
@@ -27,6 +28,7 @@ from app.tsdb import TSDB
 from app.tsdb.closed_range import RANGE_SETTLED_MS
 from app.tsdb.hour_cache import SETTLED_MS, cache_for
 from app.tsdb.schema import create_tables
+from app.tsdb.split import Helper, helper_for
 from app.tsdb.writer import PointWriter
 
 SERIES = 1000
@@ -78,7 +80,16 @@ def main(config: dict[str, object] | None = None) -> None:
     client = app.test_client()
     cache = cache_for(app.extensions["tsdb"])
     assert cache is not None
-    off = create_app({**config, "tsd.query.cache.max_bytes": 0}).test_client()
+    off_app = create_app({**config, "tsd.query.cache.max_bytes": 0})
+    off = off_app.test_client()
+    # The same cold read in one process (the split left out), for a same-run ratio.
+    alone_app = create_app({**config, "tsd.query.split.enable": False})
+    alone, alone_cache = alone_app.test_client(), cache_for(alone_app.extensions["tsdb"])
+    assert alone_cache is not None
+    helpers = [helper_for(a.extensions["tsdb"]) for a in (app, off_app)]
+    for helper in helpers:  # as a server worker does when it boots
+        helper.prepare()
+        assert helper.wait_ready(60), "the split helper did not start"
     # The rows just written settle (the cache may keep them), and so does their range.
     time.sleep(max(SETTLED_MS, RANGE_SETTLED_MS) / 1000)
     # A query's name, or a substring of the names of the queries to run.
@@ -90,14 +101,19 @@ def main(config: dict[str, object] | None = None) -> None:
         url = f"/api/query?start={START_S}&end={END_S - 1}&m={m}"
         client.get(url)  # warm the UID caches
         off.get(url)
+        alone.get(url)
         run_query(off, url, f"{name} [cache off]", None)
-        run_query(client, url, f"{name} [cold]", cache.clear)
+        run_query(alone, url, f"{name} [cold, one process]", alone_cache.clear)
+        run_query(client, url, f"{name} [cold]", cache.clear, helpers[0])
         run_query(client, url, f"{name} [warm]", None)
 
 
 def run_query(client: FlaskClient, url: str, name: str,
-              before: Callable[[], None] | None) -> None:
-    """RUNS timed runs (``before`` each one), then one traced for peak memory."""
+              before: Callable[[], None] | None, helper: Helper | None = None) -> None:
+    """RUNS timed runs (``before`` each one: also the helper's cache when there is one), then
+    one traced for peak memory (this process's; the helper's resident peak is printed)."""
+    if helper is not None and before is not None:
+        before = _with_helper_cleared(before, helper)
     samples, cpu, points = [], [], 0
     for _ in range(RUNS):
         if before is not None:
@@ -120,7 +136,23 @@ def run_query(client: FlaskClient, url: str, name: str,
     print(f"{name:56} {percentiles_ms(samples)}; {points:,} points read, "
           f"{points / best:,.0f} points/s (best run), {points / min(cpu):,.0f} per CPU s; "
           f"peak {peak / 2**20:.0f} MiB = {peak / max(points, 1):.1f} bytes/point "
-          f"(kept {kept / max(points, 1):.1f}, transient {(peak - kept) / max(points, 1):.1f})")
+          f"(kept {kept / max(points, 1):.1f}, transient {(peak - kept) / max(points, 1):.1f})"
+          + ("" if helper is None else f"; split helper: {_resident(helper)}"))
+
+
+def _with_helper_cleared(before: Callable[[], None], helper: Helper) -> Callable[[], None]:
+    """``before``, and the helper's hour cache emptied too."""
+    def both() -> None:
+        before()
+        assert helper.clear_cache()
+    return both
+
+
+def _resident(helper: Helper) -> str:
+    """The helper's resident memory now, and at its peak since it started."""
+    fields = dict(line.split(":", 1) for line in
+                  Path(f"/proc/{helper.pid}/status").read_text().splitlines())
+    return f"resident {fields['VmRSS'].strip()}, peak {fields['VmHWM'].strip()}"
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -17,6 +17,7 @@ only some series have); ``aggregateTags`` lists keys whose values differ (``comp
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any, cast
 
 import numpy as np
@@ -27,7 +28,15 @@ from app.engine.flat import FlatSeries, count_inside, flatten, follows
 from app.engine.interpolate import Merged, merge, merge_each
 from app.engine.model import GroupResult, Series
 from app.engine.rate import rate
-from app.engine.staged import Pieces, StagedSeries, all_staged, finish_staged, stage_bound
+from app.engine.staged import (
+    Pieces,
+    StagedPart,
+    StagedSeries,
+    all_staged,
+    finish_staged,
+    series_name,
+    stage_bound,
+)
 from app.errors import BadRequestError
 from app.query.ast import Downsample, SubQuery
 from app.query.limits import NO_DEADLINE, Deadline
@@ -155,6 +164,23 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
         pieces.add(_pipeline(sub, flatten(chunk, window.scan_start_ms, window.scan_end_ms),
                              window))
     return pieces.joined()
+
+
+def stage_raw(sub: SubQuery, series: Sequence[Series], window: Window,
+              deadline: Deadline = NO_DEADLINE) -> StagedPart:
+    """Part of a query's hours (``app.tsdb.split``) in the form a fused read gives: every
+    series downsampled with fill policy ``none``, no rate, its raw points in the scan window
+    counted; series the read downsampled already pass as they are."""
+    assert sub.downsample is not None
+    names = [series_name(s) for s in series]
+    if all_staged(series):
+        staged = cast(list[StagedSeries], series)
+        return StagedPart(names, flatten(staged, window.scan_start_ms, window.scan_end_ms),
+                          np.array([s.raw_points for s in staged], dtype=np.int64))
+    bare = replace(sub, rate=False, downsample=replace(sub.downsample, fill="none"))
+    return StagedPart(names, _per_series_stage(bare, series, window, deadline),
+                      np.array([count_inside(s, window.scan_start_ms, window.scan_end_ms)
+                                for s in series], dtype=np.int64))
 
 
 # Java arithmetic: overflow to Infinity (answered with a 400 when printed) and Infinity * 0 = NaN

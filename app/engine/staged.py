@@ -18,11 +18,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from app.engine.downsample import FILL_POLICIES, Window, apply_fill, downsample, fill_grid
-from app.engine.flat import FlatSeries, concat, concatenated, flatten
+from app.engine.flat import FlatSeries, concat, concatenated, flatten, ranges_to_index
 from app.engine.model import Int64Array, Series
 from app.engine.rate import rate
 from app.query.ast import Downsample, SubQuery
@@ -139,3 +140,92 @@ class Pieces:
                           concatenated([p[1] for p in rest]),
                           concatenated([p[2] for p in rest]),
                           np.concatenate(([0], np.cumsum(lengths))).astype(np.int64))
+
+
+SeriesName = tuple[str, dict[str, str], list[dict[str, Any]], bytes, dict[str, tuple[bytes, bytes]]]
+"""What a part keeps of a series besides its buckets: tsuid, tags, annotations, row order,
+tag UIDs (plain values: a part may cross from a helper process)."""
+
+
+@dataclass
+class StagedPart:
+    """Part of a query's hours read and downsampled (fill policy ``none``, no rate): its
+    series' names, their buckets (one segment each, in the same order) and raw point counts."""
+
+    names: list[SeriesName]
+    buckets: FlatSeries
+    raw_points: Int64Array
+
+
+def series_name(s: Series) -> SeriesName:
+    return s.tsuid, s.tags, s.annotations, s.row_order, s.tag_uids
+
+
+def joined_parts(head: StagedPart, later: StagedPart, spec: Downsample) -> list[StagedSeries]:
+    """Each series' buckets of the earlier hours followed by those of the later ones (no
+    bucket straddles an hour, so none is in both parts), in row-key order, series after series
+    in one new buffer: the engine joins them without a copy, and nothing of either part is
+    held on to (a part may lie in memory shared with a helper)."""
+    keys = [name[3] for name in head.names]
+    if keys == [name[3] for name in later.names] and keys == sorted(keys):
+        ts_ms, values, offsets = _side_by_side(head.buckets, later.buckets)
+        names = [(a[0], a[1], a[2] + b[2], a[3], a[4])
+                 for a, b in zip(head.names, later.names, strict=True)]
+        raw_points = (head.raw_points + later.raw_points).tolist()
+    else:
+        ts_ms, values, offsets, names, raw_points = _merged(head, later)
+    for array in (ts_ms, values):
+        array.flags.writeable = False
+    is_int = np.zeros(ts_ms.size, dtype=bool)  # buckets are doubles
+    bounds = offsets.tolist()
+    return [StagedSeries(tsuid=tsuid, tags=tags, ts_ms=ts_ms[a:b], values=values[a:b],
+                         is_int=is_int[a:b], annotations=notes, row_order=row_order,
+                         tag_uids=tag_uids, downsample=spec, raw_points=raw)
+            for (tsuid, tags, notes, row_order, tag_uids), a, b, raw
+            in zip(names, bounds[:-1], bounds[1:], raw_points, strict=True)]
+
+
+def _side_by_side(head: FlatSeries, later: FlatSeries
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Two parts of the same series, in the same order, joined (timestamps, values,
+    offsets); as two 2-D blocks side by side when every series has as many buckets in a
+    part (a regular grid: the usual case)."""
+    n, a, b = head.n_series, head.lengths, later.lengths
+    offsets = np.concatenate(([0], np.cumsum(a + b))).astype(np.int64)
+    if n and bool((a == a[0]).all()) and bool((b == b[0]).all()):
+        def beside(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+            return np.hstack((x.reshape(n, int(a[0])), y.reshape(n, int(b[0])))).ravel()
+        return beside(head.ts_ms, later.ts_ms), beside(head.values, later.values), offsets
+    ts_ms = np.empty(int(offsets[-1]), dtype=np.int64)
+    values = np.empty(int(offsets[-1]), dtype=np.float64)
+    for part, starts in ((head, offsets[:-1]), (later, offsets[:-1] + a)):
+        at = ranges_to_index(starts, part.lengths)
+        ts_ms[at] = part.ts_ms
+        values[at] = part.values
+    return ts_ms, values, offsets
+
+
+def _merged(head: StagedPart, later: StagedPart) -> tuple[
+        np.ndarray, np.ndarray, np.ndarray, list[SeriesName], list[int]]:
+    """Two parts whose series differ (some in one part only), joined by row order."""
+    found: dict[bytes, list[tuple[StagedPart, int]]] = {}
+    for part in (head, later):
+        for j, name in enumerate(part.names):
+            found.setdefault(name[3], []).append((part, j))
+    ts_ms, values, lengths, names, raw_points = [], [], [], [], []
+    for key in sorted(found):
+        length = 0
+        for part, j in found[key]:
+            cut = slice(int(part.buckets.offsets[j]), int(part.buckets.offsets[j + 1]))
+            ts_ms.append(part.buckets.ts_ms[cut])
+            values.append(part.buckets.values[cut])
+            length += cut.stop - cut.start
+        lengths.append(length)
+        tsuid, tags, _, row_order, tag_uids = found[key][0][0].names[found[key][0][1]]
+        names.append((tsuid, tags, [note for part, j in found[key] for note in part.names[j][2]],
+                      row_order, tag_uids))
+        raw_points.append(sum(int(part.raw_points[j]) for part, j in found[key]))
+    offsets = np.concatenate(([0], np.cumsum(lengths, dtype=np.int64))).astype(np.int64)
+    # np.concatenate copies even one array: nothing of a part is kept
+    return (np.concatenate([np.zeros(0, np.int64), *ts_ms]),
+            np.concatenate([np.zeros(0), *values]), offsets, names, raw_points)

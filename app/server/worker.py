@@ -31,6 +31,7 @@ from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
+from app.tsdb.split import prepare_helper
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -73,6 +74,9 @@ class TsdWorker(Worker):
         # behind every busy line-protocol or query thread of this worker.
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
+        tsdb = getattr(self.wsgi, "extensions", {}).get("tsdb")
+        if tsdb is not None:
+            prepare_helper(tsdb)  # the process that reads half a large query (app/tsdb/split.py)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,

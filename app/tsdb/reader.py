@@ -39,6 +39,7 @@ from app.tsdb.annotations import query_note
 from app.tsdb.fused_read import read_fused
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, cache_for, keepable
 from app.tsdb.planner import planned_read
+from app.tsdb.split import read_split
 from app.tsdb.tsuid import parse_tsuid
 
 log = logging.getLogger(__name__)
@@ -140,11 +141,20 @@ class SeriesReader:
         if planned is not None:
             return planned
         first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
-        fuse = None
-        if self.use_cache and fusable(sub.downsample):  # (a delete needs every row's cells)
-            scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, sub.downsample)
-            fuse = Window(scan_start_ms, scan_end_ms, start_ms, end_ms)
-        return self.read_rows(sub, first_s, last_s, fuse)
+        if not (self.use_cache and fusable(sub.downsample)):  # (a delete needs every cell)
+            return self.read_rows(sub, first_s, last_s)
+        scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, sub.downsample)
+        fuse = Window(scan_start_ms, scan_end_ms, start_ms, end_ms)
+        return read_split(self, sub, first_s, last_s, fuse)
+
+    def read_hours(self, sub: SubQuery, window: Window, first_s: int, last_s: int
+                   ) -> list[Series]:
+        """Part of a split read (``app.tsdb.split``): the series of ``sub`` from the rows
+        with base times in ``[first_s, last_s]``, downsampled as they are read when no hour
+        cache takes part (see :meth:`read_rows`)."""
+        self._sub = sub
+        self._buckets = filled_buckets(sub, window.query_start_ms, window.query_end_ms)
+        return self.read_rows(sub, first_s, last_s, window)
 
     def table(self) -> Table:
         return self.tsdb.data_table()
