@@ -6,7 +6,7 @@ joined series by series, exactly the buckets one read gives. A process cannot ru
 threads at once (the GIL), so each worker process keeps one helper *process*: the same code
 over its own store connection and its own hour cache. While the worker reads the earlier hours,
 the helper reads the later ones and sends back only the buckets (about 1/6 of the points for
-``1m`` over 10-second data), so what crosses the pipe is small.
+``1m`` over 10-second data) through memory both map.
 
 Each process always reads the same part of a repeated query (a dashboard's), so each hour cache
 keeps its own part: together they keep what one cache would, and a warm query is split too.
@@ -18,6 +18,10 @@ filters, scaled to its hours), the helper is free (one query at a time) and a co
 the helper fails, is stopped, or answers with an error (a limit, the deadline), the worker reads
 that half itself, so a query never depends on the helper; a helper that died is started again
 at most every ``RESTART_AFTER_S``.
+
+The same memory of what a query read last time keeps a part too large for the hour cache out
+of it: kept, it would push out what the cache holds, then itself hour after hour, and its read
+would hold every decoded point; read fused (``app.tsdb.fused_read``), it holds one chunk.
 """
 
 from __future__ import annotations
@@ -70,7 +74,9 @@ SHARED_BYTES = 256 << 20
 IDLE_SAMPLES = 3
 # The request that empties the helper's hour cache (a benchmark's cold runs).
 FORGET = ("forget",)
-# Raw points per hour each query shape read last time, for the split decision.
+# What a point the hour cache keeps costs it: 17 bytes of arrays, ~2.5 of bookkeeping.
+KEPT_BYTES_PER_POINT = 20
+# Raw points per hour each query shape read last time, for the split and keep decisions.
 _SEEN: OrderedDict[tuple[Any, ...], float] = OrderedDict()
 MAX_REMEMBERED = 1024
 _SEEN_LOCK = threading.Lock()
@@ -82,7 +88,13 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
     as the read goes (``window``), in two parts over two processes when it pays."""
     hours = (last_s - first_s) // HOUR_S + 1
     shape = (reader.tsdb.data_table_name, sub.metric, repr(sub.filters), sub.explicit_tags)
-    helper = _free_helper(reader, sub, hours, shape)
+    with _SEEN_LOCK:
+        expected = _SEEN.get(shape, 0.0) * hours
+    helper = _free_helper(reader, sub, hours, expected)
+    if expected / (1 if helper is None else 2) * KEPT_BYTES_PER_POINT > _budget(reader):
+        # Its part would not fit the hour cache: kept, it would only push out what the cache
+        # holds (and then itself, hour after hour); read fused, its memory is the chunk's.
+        reader.cacheable = False
     if helper is None:
         series = reader.read_rows(sub, first_s, last_s, window)
     else:
@@ -98,7 +110,11 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
     return series
 
 
-def _free_helper(reader: SeriesReader, sub: SubQuery, hours: int, shape: tuple[Any, ...]
+def _budget(reader: SeriesReader) -> int:
+    return int(reader.tsdb.config["tsd.query.cache.max_bytes"])
+
+
+def _free_helper(reader: SeriesReader, sub: SubQuery, hours: int, expected: float
                  ) -> Helper | None:
     """The worker's helper, claimed, when this read is to be split."""
     from app.tsdb.reader import SeriesReader
@@ -109,9 +125,7 @@ def _free_helper(reader: SeriesReader, sub: SubQuery, hours: int, shape: tuple[A
     if (hours < 2 or sub.tsuids or not config["tsd.query.split.enable"]
             or type(reader) is not SeriesReader):
         return None
-    with _SEEN_LOCK:
-        seen = _SEEN.get(shape, 0.0)
-    if seen * hours < config["tsd.query.split.min_points"] or not core_idle():
+    if expected < config["tsd.query.split.min_points"] or not core_idle():
         return None
     helper = helper_for(reader.tsdb)
     return helper if helper.claim() else None
@@ -145,7 +159,8 @@ def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: i
     timeout_ms = deadline.timeout_ms
     if timeout_ms:
         timeout_ms = max(1, int(timeout_ms - deadline.elapsed_ms()))
-    asked = helper.ask((sub, middle_s, last_s, window, reader.limits, timeout_ms))
+    asked = helper.ask((sub, middle_s, last_s, window, reader.limits, timeout_ms,
+                        reader.cacheable))
     series_before = reader.stats.series
     try:
         head = stage_raw(sub, reader.read_rows(sub, first_s, middle_s - HOUR_S, window),
@@ -450,8 +465,9 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
                 cache.clear()
             _send(answers, ("ok", None))
             continue
-        sub, first_s, last_s, window, limits, timeout_ms = request
+        sub, first_s, last_s, window, limits, timeout_ms, cacheable = request
         reader = SeriesReader(tsdb, limits, Deadline(timeout_ms))
+        reader.cacheable = cacheable
         try:
             part = stage_raw(sub, reader.read_hours(sub, window, first_s, last_s), window,
                              reader.deadline)

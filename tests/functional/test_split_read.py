@@ -16,7 +16,10 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from app.engine.staged import StagedSeries
+from app.query.ast import Downsample, SubQuery
 from app.tsdb import TSDB, hour_cache, split
+from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, drop_tables, make_tsdb
 from tests.functional.test_fused_read import BASE_S, END_S, HOUR_S, QUERIES, _answer, _points
@@ -223,3 +226,30 @@ def test_a_forked_process_does_not_share_its_parents_helper(store: TSDB,
     assert os.waitstatus_to_exitcode(status) == 0
     assert helper._process is not None and helper._process.poll() is None
     _wait_up(helper)
+
+
+def test_a_query_too_large_for_the_cache_is_read_a_chunk_at_a_time(
+        tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+    # ~6,000 points read: 120 KB kept, over a budget of 100 KB; half of it would fit.
+    settings = {"tsd.query.cache.max_bytes": 100_000, "tsd.query.split.min_points": 0}
+    with _split_store(tsd_config, monkeypatch, _points(), **settings) as (helper, client):
+        tsdb = client.application.extensions["tsdb"]
+        cache = hour_cache.cache_for(tsdb)
+        assert cache is not None
+        later_ms = hour_cache.clock_ms() + 60_000  # the rows just written settled
+        monkeypatch.setattr(hour_cache, "clock_ms", lambda: later_ms)
+        m, spec = "sum:1m-avg:fuse.m", Downsample("1m-avg", 60_000, 1, "m", "avg")
+        split._SEEN.clear()
+        whole = _one_process(client, m, monkeypatch)  # never seen: read through the cache
+        cache.clear()
+        with monkeypatch.context() as patch:
+            patch.setattr(split, "core_idle", lambda: False)
+            reader = SeriesReader(tsdb)
+            series = reader.read(SubQuery("sum", metric="fuse.m", downsample=spec),
+                                 START_S * 1000, STOP_S * 1000)
+        assert series and all(isinstance(s, StagedSeries) for s in series)  # fused
+        assert cache.bytes == 0 and reader.stats.points > 5000
+        assert _one_process(client, m, monkeypatch) == whole
+        before = helper.parts_read
+        assert _answer(client, m, START_S, STOP_S) == whole  # two halves: each kept
+        assert helper.parts_read == before + 1 and cache.bytes > 0
