@@ -174,13 +174,22 @@ def joined_parts(head: StagedPart, later: StagedPart, spec: Downsample) -> list[
         raw_points = (head.raw_points + later.raw_points).tolist()
     else:
         ts_ms, values, offsets, names, raw_points = _merged(head, later)
-    for array in (ts_ms, values):
+    return in_one_buffer(names, ts_ms, values, offsets, raw_points, spec)
+
+
+def in_one_buffer(names: Sequence[SeriesName], ts_ms: np.ndarray, values: np.ndarray,
+                  offsets: np.ndarray, raw_points: Sequence[int], spec: Downsample
+                  ) -> list[StagedSeries]:
+    """The series ``names`` whose buckets lie one after the other in ``ts_ms`` and
+    ``values`` (series i at ``offsets[i]:offsets[i + 1]``), as views the engine joins without
+    a copy; the arrays made read-only."""
+    is_int = np.zeros(ts_ms.size, dtype=bool)  # buckets are doubles (Downsampler#isInteger)
+    for array in (ts_ms, values, is_int):
         array.flags.writeable = False
-    is_int = np.zeros(ts_ms.size, dtype=bool)  # buckets are doubles
     bounds = offsets.tolist()
     return [StagedSeries(tsuid=tsuid, tags=tags, ts_ms=ts_ms[a:b], values=values[a:b],
                          is_int=is_int[a:b], annotations=notes, row_order=row_order,
-                         tag_uids=tag_uids, downsample=spec, raw_points=raw)
+                         tag_uids=tag_uids, downsample=spec, raw_points=int(raw))
             for (tsuid, tags, notes, row_order, tag_uids), a, b, raw
             in zip(names, bounds[:-1], bounds[1:], raw_points, strict=True)]
 

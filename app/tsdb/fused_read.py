@@ -24,7 +24,7 @@ import numpy as np
 from app.engine.downsample import Window
 from app.engine.flat import FlatSeries, constant, ranges_to_index
 from app.engine.model import Series
-from app.engine.staged import StagedSeries, stage_chunk
+from app.engine.staged import in_one_buffer, stage_chunk
 from app.query.filters import TagFilter, series_matches
 from app.storage.base import Row
 
@@ -183,20 +183,16 @@ def _assembled(reader: SeriesReader, series: list[_Fused], pieces: list[_Piece]
         ts_ms[at] = piece.ts_ms
         values[at] = piece.values
         np.add.at(cursor, piece.owners, piece.lengths)
-    parts = [slice(int(end - counts[i]), int(end)) for i, end in zip(ordered, ends)]
-    for part in parts:
-        _in_time_order(ts_ms[part], values[part])
-    is_int = np.zeros(total, dtype=bool)  # buckets are doubles (Downsampler#isInteger)
-    for array in (ts_ms, values, is_int):
-        array.flags.writeable = False
+    offsets = np.concatenate(([0], ends)).astype(np.int64)
+    for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
+        _in_time_order(ts_ms[start:end], values[start:end])
     spec = reader._sub.downsample
+    assert spec is not None
     tsuid_at = reader.layout.salt_width
-    return [StagedSeries(tsuid=s.row_order[tsuid_at:].hex().upper(), tags=s.tags,
-                         ts_ms=ts_ms[part], values=values[part], is_int=is_int[part],
-                         annotations=s.notes, row_order=s.row_order,
-                         tag_uids=dict(zip(s.tags, s.tag_uids)), downsample=spec,
-                         raw_points=int(raw_points[s.index]))
-            for s, part in zip(series, parts, strict=True)]
+    names = [(s.row_order[tsuid_at:].hex().upper(), s.tags, s.notes, s.row_order,
+              dict(zip(s.tags, s.tag_uids))) for s in series]
+    return list(in_one_buffer(names, ts_ms, values, offsets, raw_points[ordered].tolist(),
+                              spec))
 
 
 def _row_starts(cursor: np.ndarray, owners: np.ndarray, lengths: np.ndarray) -> np.ndarray:

@@ -131,11 +131,9 @@ class RollupReader(SeriesReader):
         """Where each of the rows' cells (``cells`` per row, at ``ts_ms``) goes: its key, the
         series index above ``BUCKET_BITS`` and the bucket's index from ``first_ms`` below."""
         owners = np.repeat(owner_of, cells)
-        inside: np.ndarray | None = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
-        assert inside is not None
-        if inside.all():
-            inside = None
-        else:
+        mask = (ts_ms >= self.first_ms) & (ts_ms < self.end_ms)
+        inside = None if mask.all() else mask
+        if inside is not None:
             owners, ts_ms = owners[inside], ts_ms[inside]
         key = ts_ms - self.first_ms  # in place from here: no temporary per operation
         key //= self.step_ms
