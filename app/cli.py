@@ -181,6 +181,8 @@ def uid_fsck(fix: bool) -> None:
         click.echo(f"WARN: {line}")
     for line in report.fixes:
         click.echo(f"FIX: {line}")
+    for line in report.waste_lines():
+        click.echo(line)
     click.echo(f"{report.cells} UID cells analyzed: {len(report.errors)} errors, "
                f"{len(report.warnings)} warnings")
     if fix and report.fixes:

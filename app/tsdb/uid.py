@@ -6,22 +6,44 @@ Layout (``UniqueId.java``)::
     row = uid            family name qualifier kind  -> name (UTF-8)            reverse
     row = 0x00           family id   qualifier kind  -> max uid (8-byte long)   MAXID counter
 
-``kind`` is ``metrics``, ``tagk`` or ``tagv``. Assignment follows ``UniqueIdAllocator``:
-increment MAXID, write the reverse mapping, then check-and-put the forward mapping. The
-increment makes every UID unique; the check-and-put makes every name map to one UID. A
-writer that loses the race reads the winner's UID; its own UID stays an unused orphan,
-exactly as in OpenTSDB.
+``kind`` is ``metrics``, ``tagk`` or ``tagv``. Assignment follows 2.4's
+``UniqueIdAllocator`` step by step, so pytsd and Java TSDs can assign at the same time:
+increment MAXID, check-and-put the reverse mapping (the cell must be absent), then
+check-and-put the forward mapping. The increment makes every UID unique; the forward
+check-and-put makes every name map to one UID; the reverse is written first so that a
+forward mapping never points at a UID that cannot be resolved.
+
+Where pytsd departs (docs/differences.md): OpenTSDB leaves the loser of a race with an
+orphan reverse row, which its fsck then reports. pytsd
+
+* assigns each name once per process (one in-flight assignment per name, OpenTSDB's
+  ``pending_assignments``, which its blocking path shares);
+* reads the forward mapping from storage again just before taking a UID, so a name another
+  process assigned since this one's lookup costs no UID;
+* and when it still loses the forward check-and-put, deletes the reverse row it wrote (no
+  forward mapping can name that UID: only this writer ever held it). The UID stays burned:
+  MAXID never goes down, as OpenTSDB requires.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 import unicodedata
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future
 
-from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, UidExhaustedError
+from app.errors import (
+    BadRequestError,
+    NoSuchUniqueId,
+    NoSuchUniqueName,
+    StorageError,
+    UidExhaustedError,
+)
 from app.storage.base import Table, prefix_stop
 from app.tsdb.points import echo
+
+log = logging.getLogger(__name__)
 
 KINDS = ("metrics", "tagk", "tagv")
 MAXID_ROW = b"\x00"
@@ -29,6 +51,8 @@ ID_FAMILY = b"id"
 NAME_FAMILY = b"name"
 # HBase's longest row key (Short.MAX_VALUE): no forward mapping can have a longer name.
 MAX_ROW_KEY_BYTES = 32767
+# UniqueId.MAX_ATTEMPTS_ASSIGN_ID: tries before an assignment fails.
+MAX_ATTEMPTS_ASSIGN_ID = 3
 
 # What Tags.validateString calls each kind in its messages.
 KIND_LABELS = {"metrics": "metric", "tagk": "tag name", "tagv": "tag value"}
@@ -72,11 +96,17 @@ class UniqueId:
         # Each cache is emptied when it reaches its bound: simple, and refilled from the store.
         self._max_names, self._max_ids = max_names, max_ids
         self._lock = threading.Lock()
+        # The assignment in flight per name: a second thread asking waits for the first.
+        self._pending: dict[str, Future[bytes]] = {}
         # Called before a new UID is assigned (the UID filter plugins); raises to refuse.
         self.assign_filter: AssignFilter | None = None
         # For /api/stats (tsd.uid.cache-hit/-miss): lookups answered by the caches or not.
         self.cache_hits = 0
         self.cache_misses = 0
+        # For /api/stats: names this process assigned, and UIDs it took from MAXID that name
+        # nothing (a race lost to another process, or a damaged reverse row).
+        self.ids_created = 0
+        self.ids_burned = 0
 
     def _column(self, family: bytes) -> bytes:
         return family + b":" + self._qualifier
@@ -152,22 +182,80 @@ class UniqueId:
         check_row_key_size(self.kind, name)
         if self.assign_filter is not None:
             self.assign_filter(self.kind, name, metric, tags)
+        return self._assign_once(name)
+
+    def _assign_once(self, name: str) -> bytes:
+        """Assign ``name`` in one thread of this process; the others asking meanwhile wait
+        for its answer (or its error)."""
         with self._lock:
-            return self._assign(name)
+            flight = self._pending.get(name)
+            leader = flight is None
+            if flight is None:
+                flight = self._pending[name] = Future()
+        if not leader:
+            return flight.result()
+        try:
+            uid = self._assign(name)
+        except BaseException as exc:
+            flight.set_exception(exc)
+            raise
+        else:
+            flight.set_result(uid)
+            return uid
+        finally:
+            with self._lock:
+                del self._pending[name]
+
+    def _stored_id(self, table: Table, name: str) -> bytes | None:
+        uid = table.row(name.encode("utf-8"), [self._column(ID_FAMILY)]).get(
+            self._column(ID_FAMILY))
+        if uid is not None:
+            self._remember(name, uid)
+        return uid
+
+    def _count(self, created: int = 0, burned: int = 0) -> None:
+        with self._lock:
+            self.ids_created += created
+            self.ids_burned += burned
 
     def _assign(self, name: str) -> bytes:
         table = self._table()
+        forward_row = name.encode("utf-8")
+        for _ in range(MAX_ATTEMPTS_ASSIGN_ID):
+            # Since this process looked, another may have assigned the name: no UID for that.
+            found = self._stored_id(table, name)
+            if found is not None:
+                return found
+            uid = self._take_id(table)
+            if not table.check_and_put(uid, self._column(NAME_FAMILY), None, forward_row):
+                # A reverse row already holds a UID MAXID just gave out: the table is damaged
+                # (uid fsck says how). OpenTSDB takes another UID; so does pytsd.
+                log.error("UID %s of %s was already assigned in reverse: run `pytsd uid fsck`",
+                          uid.hex().upper(), self.kind)
+                self._count(burned=1)
+                continue
+            if table.check_and_put(forward_row, self._column(ID_FAMILY), None, uid):
+                self._count(created=1)
+                self._remember(name, uid)
+                return uid
+            # Another writer assigned the name first: its UID is the name's. Ours named
+            # nothing but the reverse row just written, which goes (no forward mapping can
+            # point at it: only this writer ever held the UID).
+            table.delete(uid, [self._column(NAME_FAMILY)])
+            self._count(burned=1)
+            log.info("lost the race to assign %s %r: UID %s burned, its reverse row removed",
+                     self.kind, name, uid.hex().upper())
+        found = self._stored_id(table, name)
+        if found is not None:
+            return found
+        raise StorageError(f"Failed to assign an ID for kind='{self.kind}' name='{name}'")
+
+    def _take_id(self, table: Table) -> bytes:
         new_id = table.counter_inc(MAXID_ROW, self._column(ID_FAMILY))
         if new_id >= 1 << (8 * self.width):
             raise UidExhaustedError(
                 f"All Unique IDs for {self.kind} on {self.width} bytes are already assigned!")
-        uid = new_id.to_bytes(self.width, "big")
-        table.put(uid, {self._column(NAME_FAMILY): name.encode("utf-8")})
-        if table.check_and_put(name.encode("utf-8"), self._column(ID_FAMILY), None, uid):
-            self._remember(name, uid)
-            return uid
-        # Another writer assigned this name first: use its UID (ours stays an orphan).
-        return self.get_id(name)
+        return new_id.to_bytes(self.width, "big")
 
     def suggest(self, prefix: str, limit: int) -> list[str]:
         """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""

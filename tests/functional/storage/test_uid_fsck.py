@@ -45,6 +45,9 @@ def test_orphaned_reverse_mapping_is_reported_then_deleted(tsdb: TSDB) -> None:
     report = fsck(tsdb)
     assert report.errors == []
     assert report.warnings == ["Reverse tagv mapping is missing forward mapping: web03 -> 000003"]
+    # MAXID gave out 3 tag value UIDs, 2 name something: one burned
+    assert (report.names, report.burned) == ({"metrics": 1, "tagk": 1, "tagv": 2},
+                                             {"metrics": 0, "tagk": 0, "tagv": 1})
     assert b"name:tagv" in cells(tsdb, uid(3))  # nothing written without fix
     report = fsck(tsdb, fix=True)
     assert report.fixes == ["Removed reverse tagv mapping 000003 -> web03"]
@@ -119,7 +122,10 @@ def test_cli_reports_then_fixes(tmp_path: Path) -> None:
 
     run("create-tables")
     assert run("uid", "assign", "tagv", "web01", "web02")[0] == 0
-    assert run("uid", "fsck") == (0, "5 UID cells analyzed: 0 errors, 0 warnings\n")
+    assert run("uid", "fsck") == (0, "metrics: 0 names, 0 UIDs taken, 0 burned (0.000 per name)\n"
+                                     "tagk: 0 names, 0 UIDs taken, 0 burned (0.000 per name)\n"
+                                     "tagv: 2 names, 2 UIDs taken, 0 burned (0.000 per name)\n"
+                                     "5 UID cells analyzed: 0 errors, 0 warnings\n")
     from app.config import load_config
 
     damaged = TSDB(load_config({}, environ=env))
