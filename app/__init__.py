@@ -52,6 +52,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         from app.tsdb.compaction import run_in_background
 
         run_in_background(tsdb.compaction_queue, tsd_config["tsd.storage.compaction.interval_s"])
+        if tsd_config["tsd.storage.compaction.sweep"]:
+            from app.tsdb.compaction_sweep import CompactionSweep, run_sweep_in_background
+
+            sweep = CompactionSweep(tsdb)
+            tsdb.background_stats.append(sweep.stat_lines)
+            run_sweep_in_background(sweep)
     if tsdb.rollup_config is not None and tsd_config["tsd.rollups.compute.background"]:
         from app.tsdb.rollups import RollupPass, run_rollups_in_background
 

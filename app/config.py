@@ -79,6 +79,27 @@ SETTINGS: dict[str, Setting] = {
     "tsd.storage.compaction.interval_s": Setting(
         600, int, "pytsd: seconds between background compaction passes."
     ),
+    "tsd.storage.compaction.sweep": Setting(
+        True, parse_bool,
+        "pytsd: with background compaction on, also sweep closed hours for rows no live "
+        "writer compacted (a dead node's), one process of the fleet at a time under a lease "
+        "in storage (docs/fleet.md).",
+    ),
+    "tsd.storage.compaction.sweep.interval_s": Setting(
+        300, int,
+        "pytsd: seconds between compaction sweep passes; the sweep's lease lasts three "
+        "intervals, so a dead holder is replaced within that.",
+    ),
+    "tsd.storage.compaction.sweep.grace_s": Setting(
+        1200, int,
+        "pytsd: seconds after an hour ends before the sweep compacts it (the writers' own "
+        "queues go first).",
+    ),
+    "tsd.storage.compaction.sweep.rows_per_pass": Setting(
+        200_000, int,
+        "pytsd: most rows one sweep pass scans (key-only): the sweep's rate is this per "
+        "`interval_s`.",
+    ),
     "tsd.core.auto_create_metrics": Setting(
         False, parse_bool, "Assign UIDs to unknown metrics on put (else 'Unknown metric')."
     ),

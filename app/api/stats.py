@@ -125,6 +125,11 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.cache-miss", uids.cache_misses, tags),
                    ("tsd.uid.cache-size", uids.cache_size, tags),
                    ("tsd.uid.ids-used", used, tags),
-                   ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
+                   ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags),
+                   # pytsd: names this process assigned, UIDs it burned (races lost)
+                   ("tsd.uid.ids-created", uids.ids_created, tags),
+                   ("tsd.uid.ids-burned", uids.ids_burned, tags)]
+    for report in tsdb.background_stats:  # pytsd: the fleet's background jobs
+        points += report()
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]

@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import threading
+from collections.abc import Callable
 
 from app.config import Config
 from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
 from app.storage.codec_histogram import HistogramCodecs, parse_codecs
+from app.tsdb.background import StatLine
 from app.tsdb.compaction import CompactionQueue
 from app.tsdb.rollup_config import RollupConfig, load_rollup_config
 from app.tsdb.schema import ensure_tables
@@ -48,6 +50,9 @@ class TSDB:
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
             self.compaction_queue = CompactionQueue(self.data_table, self.layout)
+        # What the fleet's background jobs of this process report in /api/stats (each job
+        # started adds its reporter: app/tsdb/background.py).
+        self.background_stats: list[Callable[[], list[StatLine]]] = []
         # OpenTSDB's rollup tables (None when tsd.rollups.enable is off): see app/tsdb/rollup*.
         self.rollup_config: RollupConfig | None = None
         if config["tsd.rollups.enable"]:

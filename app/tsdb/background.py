@@ -9,6 +9,9 @@ from collections.abc import Callable
 
 log = logging.getLogger(__name__)
 
+StatLine = tuple[str, "float | int", dict[str, str]]
+"""One ``/api/stats`` line a background job reports: metric, value, tags."""
+
 
 def run_every(name: str, interval_s: float, work: Callable[[], str | None],
               wait_first: bool) -> threading.Thread:

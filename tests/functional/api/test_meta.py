@@ -118,6 +118,9 @@ def test_stats_counts_requests_points_and_uids(client: FlaskClient) -> None:
     assert after[("tsd.uid.ids-used", (("kind", "metrics"),))] == "3"
     assert after[("tsd.uid.ids-used", (("kind", "tagv"),))] == "1"
     assert after[("tsd.uid.ids-available", (("kind", "tagk"),))] == str(2**24 - 1 - 1)
+    # ... each by this process (its TSDB is this test's), none burned by a lost race
+    assert after[("tsd.uid.ids-created", (("kind", "metrics"),))] == "3"
+    assert after[("tsd.uid.ids-burned", (("kind", "metrics"),))] == "0"
     assert ("tsd.http.latency_95pct", (("type", "all"),)) in after
 
 
