@@ -75,6 +75,24 @@ def test_due_hours_are_compacted_whoever_wrote_them(
     assert cells_per_row(tsdb) == [1] * 6
 
 
+def test_salted_rows_are_swept_in_every_bucket(
+        tsd_config: dict[str, Any], request: pytest.FixtureRequest) -> None:
+    tsd_config.update({**SETTINGS, "tsd.storage.salt.width": 1, "tsd.storage.salt.buckets": 4})
+    tsdb: TSDB = request.getfixturevalue("tsdb")
+    hosts = [f"web{n:02d}" for n in range(8)]
+    write(tsdb, hosts, [0])
+    salts = {row[:1] for row, _ in tsdb.data_table().scan(keys_only=True)}
+    assert len(salts) > 1  # the rows are spread over several buckets
+    stats = process_in(tsdb, "a").run_once(now_s=T0 + HOUR + GRACE_S)
+    assert (stats.rows_scanned, stats.rows_compacted) == (8, 8)
+    assert cells_per_row(tsdb) == [1] * 8
+
+
+def process_in(tsdb: TSDB, owner: str) -> CompactionSweep:
+    return CompactionSweep(tsdb, Lease(tsdb.uid_table, SWEEP_ROW, SWEEP_COLUMN,
+                                       3 * INTERVAL_S, owner))
+
+
 def test_an_hour_within_its_grace_is_not_due(
         tsdb: TSDB, process: Callable[..., CompactionSweep]) -> None:
     write(tsdb, ["web01"], [0, 1])

@@ -98,3 +98,28 @@ def test_concurrent_processes_never_give_one_name_two_uids(
     tsdb.drop_caches()
     for name, uid in zip(names, uids):
         assert tsdb.metrics.get_name(uid) == name
+
+
+def test_a_uid_already_taken_in_reverse_is_skipped_as_opentsdb_does(tsdb: TSDB) -> None:
+    """A reverse row for a UID MAXID has not given out yet (a damaged table, e.g. MAXID
+    restored from an old backup): the reverse check-and-put fails, that UID is burned and
+    the next one taken; the squatter's row is left alone for fsck."""
+    table = tsdb.uid_table()
+    table.put(b"\x00\x00\x01", {b"name:tagv": b"squatter"})
+    assert tsdb.tagv.get_or_create_id("web01") == b"\x00\x00\x02"
+    assert (tsdb.tagv.ids_created, tsdb.tagv.ids_burned) == (1, 1)
+    assert table.row(b"\x00\x00\x01") == {b"name:tagv": b"squatter"}
+    assert table.row(b"\x00\x00\x02") == {b"name:tagv": b"web01"}
+    assert tsdb.tagv.max_id() == 2
+
+
+def test_a_name_assigned_elsewhere_since_the_lookup_costs_no_uid(
+        tsd_config: dict[str, Any], tsdb: TSDB) -> None:
+    """This process looked ``web01`` up (no UID), then another process assigned it: a miss
+    is not remembered, so this process finds the other's UID and takes none."""
+    assert tsdb.tagv.find_id("web01") is None
+    other = make_tsdb(tsd_config)
+    assert other.tagv.get_or_create_id("web01") == b"\x00\x00\x01"
+    other.close()
+    assert tsdb.tagv.get_or_create_id("web01") == b"\x00\x00\x01"
+    assert (tsdb.tagv.ids_created, tsdb.tagv.ids_burned, tsdb.tagv.max_id()) == (0, 0, 1)
