@@ -86,6 +86,13 @@ class Window:
     def cursor(self) -> str:
         return f"{self.end_s}:{self.next_row.hex()}"
 
+    def __str__(self) -> str:
+        return f"{_utc(self.start_s)}..{_utc(self.end_s)}"
+
+
+def _utc(time_s: int) -> str:
+    return time.strftime("%Y-%m-%d %H:%MZ", time.gmtime(time_s))
+
 
 def due_horizon_s(now_s: float, grace_s: int) -> int:
     """The end of the due hours: every hour ending at least ``grace_s`` ago."""
@@ -139,7 +146,7 @@ class CompactionSweep:
             if window is None:
                 break
             if not window.next_row:
-                log.info("compaction sweep: hours %d..%d", window.start_s, window.end_s)
+                log.info("compaction sweep: hours %s", window)
             state = self._sweep(table, window, stats, clock)
         self._add_to_totals(stats)
         return stats
@@ -149,7 +156,7 @@ class CompactionSweep:
         """Sweep ``window`` in chunks until it ends or the pass's row budget does, storing
         the position after each chunk; the state stored last, None when the lease was lost
         (another process took it over: this pass stops)."""
-        stats.hours.append(f"{window.start_s}..{window.end_s}")
+        stats.hours.append(str(window))
         ranges = list(self._ranges(window))
         position: bytes | None = window.next_row
         while position is not None:
@@ -259,7 +266,8 @@ def describe(stats: SweepStats) -> str | None:
         return None
     return (f"compaction sweep: scanned {stats.rows_scanned} rows of hours "
             f"{', '.join(stats.hours)}, compacted {stats.rows_compacted} "
-            f"({stats.cells_merged} cells); done until {stats.done_until_s}, "
+            f"({stats.cells_merged} cells); done until "
+            f"{'-' if stats.done_until_s is None else _utc(stats.done_until_s)}, "
             f"lag {stats.lag_s} s")
 
 

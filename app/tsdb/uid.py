@@ -16,8 +16,8 @@ forward mapping never points at a UID that cannot be resolved.
 Where pytsd departs (docs/differences.md): OpenTSDB leaves the loser of a race with an
 orphan reverse row, which its fsck then reports. pytsd
 
-* assigns each name once per process (one in-flight assignment per name, OpenTSDB's
-  ``pending_assignments``, which its blocking path shares);
+* assigns each name once per process: threads asking for a name being assigned wait for
+  that assignment (OpenTSDB's ``pending_assignments``);
 * reads the forward mapping from storage again just before taking a UID, so a name another
   process assigned since this one's lookup costs no UID;
 * and when it still loses the forward check-and-put, deletes the reverse row it wrote (no
