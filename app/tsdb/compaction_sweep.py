@@ -38,9 +38,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from app.errors import TsdbError
-from app.storage.base import Table
+from app.storage.base import Row, Table
 from app.tsdb.background import StatLine, run_every
-from app.tsdb.compaction import MAX_TIMESPAN_S, compact_row, data_cells
+from app.tsdb.compaction import DATA_PREFIX, MAX_TIMESPAN_S, compact_row, data_cells
 from app.tsdb.lease import Lease, LeaseState
 
 if TYPE_CHECKING:
@@ -192,7 +192,7 @@ class CompactionSweep:
         then compact those with several data cells. The next position, or None when the
         ranges ended first. Every scan has ended before the first row is compacted (no
         write into a range being read)."""
-        candidates: list[bytes] = []
+        candidates: list[tuple[bytes, Row]] = []
         scanned = 0
         following: bytes | None = None
         for start, stop in ranges:
@@ -202,16 +202,19 @@ class CompactionSweep:
                                          columns=[b"t"], limit=budget - scanned,
                                          keys_only=True):
                 scanned += 1
-                if len(data_cells(cells)) >= 2:
-                    candidates.append(row)
+                merge = data_cells(cells)
+                if len(merge) >= 2:
+                    # Two of its (key-only) cells: what compact_row needs to know before it
+                    # reads the row whole, without keeping thousands per row meanwhile.
+                    candidates.append((row, {DATA_PREFIX + q: b"" for q in list(merge)[:2]}))
                 following = row + b"\x00"  # the smallest key after this row
             if scanned >= budget:
                 break
         else:
             following = None  # every range scanned to its end
         stats.rows_scanned += scanned
-        for row in candidates:
-            merged = compact_row(table, row, table.row(row, [b"t"]))
+        for row, some_cells in candidates:
+            merged = compact_row(table, row, some_cells)
             if merged:
                 stats.rows_compacted += 1
                 stats.cells_merged += merged
