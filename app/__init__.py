@@ -52,7 +52,8 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
         from app.tsdb.compaction import run_in_background
 
         run_in_background(tsdb.compaction_queue, tsd_config["tsd.storage.compaction.interval_s"])
-        if tsd_config["tsd.storage.compaction.sweep"]:
+        # A read-only node (tsd.mode=ro) writes nothing, the fleet's compaction included.
+        if tsd_config["tsd.storage.compaction.sweep"] and tsd_config["tsd.mode"] != "ro":
             from app.tsdb.compaction_sweep import CompactionSweep, run_sweep_in_background
 
             sweep = CompactionSweep(tsdb)
