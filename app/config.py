@@ -203,6 +203,16 @@ SETTINGS: dict[str, Setting] = {
         "Seconds a line-protocol connection may stay idle before it is closed (0 = never). "
         "OpenTSDB's default is 0; pytsd's is 300 so silent connections cannot pile up.",
     ),
+    "tsd.server.first_byte_timeout_s": Setting(
+        5.0, float,
+        "pytsd: seconds a new connection may take to send its first byte, whatever the idle "
+        "timeout of established line-protocol connections (`tsd.core.socket.timeout`).",
+    ),
+    "tsd.core.connections.per_ip_limit": Setting(
+        0, int,
+        "pytsd: open connections per worker from one client address (0 = no limit); beyond "
+        "it a new connection is answered 503 and closed.",
+    ),
     "tsd.core.connections.limit": Setting(
         1000, int,
         "Open connections per worker process (0 = no limit); beyond it a new connection is "

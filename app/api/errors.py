@@ -14,7 +14,8 @@ from flask import Flask, Response, current_app, jsonify, request
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from app.errors import TsdbError
+from app.errors import StorageError, TsdbError
+from app.observe.health import STORE_HEALTH
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,9 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(TsdbError)
     def handle_tsdb_error(exc: TsdbError) -> Response:
-        if exc.code >= 500 and exc.code != 501:  # 501: a known gap, not a failure
+        if isinstance(exc, StorageError):
+            STORE_HEALTH.failed(exc.message, exc)  # once per outage, not per request
+        elif exc.code >= 500 and exc.code != 501:  # 501: a known gap, not a failure
             log.error("%s %s failed: %s", request.method, request.path, exc.message,
                       exc_info=exc)
         return error_response(exc.code, exc.message, exc.details, exc)

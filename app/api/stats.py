@@ -19,9 +19,14 @@ from flask import Response, g, request
 from flask.blueprints import BlueprintSetupState
 
 from app.api import bp
+from app.api.mode import endpoint_segment
+from app.observe.health import STORE_HEALTH
 from app.tsdb import TSDB
 
 LATENCY_WINDOW = 4096
+# Endpoints whose success means the store answered (/api/version does not tell).
+STORE_SEGMENTS = frozenset({"put", "query", "q", "suggest", "search", "uid", "annotation",
+                            "annotations", "histogram"})
 LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
 
 
@@ -89,6 +94,8 @@ def _register_timer(state: BlueprintSetupState) -> None:
 @bp.after_app_request
 def _count_request(response: Response) -> Response:
     started = g.get("tsd_started")
+    if response.status_code < 500 and endpoint_segment(request.path) in STORE_SEGMENTS:
+        STORE_HEALTH.succeeded()  # an outage ends with the first store access that works
     if started is not None:
         COUNTERS.record_request(_endpoint(), response.status_code,
                                 (time.perf_counter() - started) * 1000)

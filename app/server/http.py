@@ -15,7 +15,7 @@ from typing import Protocol
 import h11
 
 from app.server.errors import HttpError, error_response
-from app.server.framing import find_head_end
+from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
 from app.server.streams import drain, read_block
 from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
@@ -146,8 +146,10 @@ async def _read_request(
     if event.http_version not in (b"1.0", b"1.1"):
         raise HttpError(400, "Bad Request",
                         f"Unsupported HTTP version {event.http_version.decode('ascii')}")
-    _check_length(event, limits.max_body_bytes)
-    body = await _read_body(conn, parser, limits, ctx.budget)
+    chunked = _check_length(event, limits.max_body_bytes)
+    if chunked is not None:
+        chunked.feed(buffer[end:])
+    body = await _read_body(conn, parser, limits, ctx.budget, chunked)
     request = Request(event.method.decode("ascii"), event.target,
                       event.http_version.decode("ascii"), list(event.headers), body)
     return (request, parser), parser.trailing_data[0]
@@ -160,25 +162,34 @@ def _next_event(parser: h11.Connection) -> object:
         raise HttpError(400, "Bad Request", str(exc)) from exc
 
 
-def _check_length(event: h11.Request, max_body_bytes: int) -> None:
+def _check_length(event: h11.Request, max_body_bytes: int) -> ChunkSizes | None:
+    """Refuse a body announced too large, or announced twice; a reader of a chunked body's
+    sizes, or None when it is not chunked."""
+    names = {name for name, _ in event.headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        # RFC 9112 6.3: a request smuggling shape; the connection closes after the 400.
+        raise HttpError(400, "Bad Request",
+                        "Content-Length and Transfer-Encoding must not both be sent")
     for name, value in event.headers:
         if name == b"content-length" and int(value) > max_body_bytes:
             raise HttpError(413, "Request Entity Too Large",
                             f"The body is {int(value)} bytes; the limit is {max_body_bytes}")
+    return ChunkSizes(max_body_bytes) if b"transfer-encoding" in names else None
 
 
 async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits,
-                     budget: BodyBudget) -> bytes:
+                     budget: BodyBudget, chunked: ChunkSizes | None) -> bytes:
     chunks: list[bytes] = []
     try:
-        return await _read_chunks(conn, parser, limits, budget, chunks)
+        return await _read_chunks(conn, parser, limits, budget, chunks, chunked)
     except BaseException:
         budget.give(sum(len(chunk) for chunk in chunks))
         raise
 
 
 async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerLimits,
-                       budget: BodyBudget, chunks: list[bytes]) -> bytes:
+                       budget: BodyBudget, chunks: list[bytes],
+                       chunked: ChunkSizes | None) -> bytes:
     deadline = time.monotonic() + limits.body_timeout_s
     size = 0
     while True:
@@ -188,7 +199,10 @@ async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerL
                 continue_head = parser.send(h11.InformationalResponse(status_code=100,
                                                                       headers=[]))
                 await _send(conn, continue_head or b"", limits)
-            parser.receive_data(await _read(conn, deadline, "body", limits.body_timeout_s))
+            data = await _read(conn, deadline, "body", limits.body_timeout_s)
+            if chunked is not None:
+                chunked.feed(data)
+            parser.receive_data(data)
         elif isinstance(event, h11.Data):
             size += len(event.data)
             if size > limits.max_body_bytes:
