@@ -18,6 +18,7 @@ from app.api import (  # noqa: E402,F401
     jsonp,
     last,
     meta,
+    metrics,
     mode,
     put,
     query,

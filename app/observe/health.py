@@ -7,6 +7,8 @@ import logging
 import threading
 import time
 
+from app.observe import metrics
+
 LOG = logging.getLogger("app.store")
 
 
@@ -20,6 +22,7 @@ class StoreHealth:
 
     def failed(self, message: str, exc: BaseException | None = None) -> None:
         """A store access failed; logs (with the cause) only when the store was fine."""
+        metrics.STORE_ERRORS.inc()
         with self._lock:
             self.failures += 1
             if self.failing_since_s is not None:

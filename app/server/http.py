@@ -14,6 +14,7 @@ from typing import Protocol
 
 import h11
 
+from app.observe.metrics import SERVER_REFUSED
 from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
@@ -76,6 +77,7 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                 return  # the client went away mid-request: nobody to answer
             request, parser = parsed
         except HttpError as exc:
+            SERVER_REFUSED.labels(str(exc.code)).inc()
             answer = error_response(exc.code, exc.message, exc.details)
             ctx.access(conn.peer[0], None, exc.code, len(answer), 0.0)
             if await _send(conn, answer, limits):
@@ -232,6 +234,7 @@ async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
     try:
         return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
     except HttpError as exc:  # overloaded
+        SERVER_REFUSED.labels(str(exc.code)).inc()
         return error_reply(exc.code, exc.message, exc.details)
 
 
