@@ -249,9 +249,37 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.server.heavy_threads": Setting(
         1, int,
-        "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`). "
-        "One per worker keeps light requests quick while a query holds the GIL; raise it when "
-        "queries mostly wait on HBase.",
+        "pytsd: queries per worker that run at once in the cheap lane (`/api/query...`, `/q`; "
+        "`/api/search...` too). One keeps light requests quick while a query holds the GIL; "
+        "raise it when queries mostly wait on HBase. Expensive queries have their own lane.",
+    ),
+    "tsd.query.expensive_threads": Setting(
+        1, int,
+        "pytsd: queries per worker that run at once in the expensive lane (cost-aware "
+        "admission, docs/serving.md); the cheap lane has `tsd.server.heavy_threads`.",
+    ),
+    "tsd.query.expensive_points": Setting(
+        1_000_000, int,
+        "pytsd: a query estimated to read at least this many data points runs in the "
+        "expensive lane (the estimate: what the same shape read last time).",
+    ),
+    "tsd.query.max_queue_ms": Setting(
+        5000, int,
+        "pytsd: most milliseconds a query waits for a slot in its lane; then 503 with "
+        "`Retry-After`.",
+    ),
+    "tsd.query.quota.user": Setting(
+        0, int, "pytsd: queries one authenticated user may run at once per worker (0 = no quota)."
+    ),
+    "tsd.query.quota.dashboard": Setting(
+        0, int,
+        "pytsd: queries one Grafana dashboard (its `X-Dashboard-Uid`) may run at once per "
+        "worker (0 = no quota).",
+    ),
+    "tsd.query.slow_log_ms": Setting(
+        5000, int,
+        "pytsd: a query that runs at least this many milliseconds is logged with its "
+        "dashboard, panel, user and cost (0 = off).",
     ),
     "tsd.network.telnet_port": Setting(
         0, int,

@@ -17,13 +17,14 @@ from collections import deque
 from typing import Any
 
 import numpy as np
-from flask import Response, current_app, g, request
+from flask import Response, current_app, g, jsonify, request
 from flask.blueprints import BlueprintSetupState
 
 from app.api import bp
 from app.api.mode import endpoint_segment
 from app.observe import metrics
 from app.observe.health import STORE_HEALTH
+from app.observe.queries import query_log
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
 
@@ -171,3 +172,9 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]
+
+
+@bp.route("/stats/query", methods=["GET"])
+def stats_query() -> Response:
+    """OpenTSDB 2.4's running and completed queries (``QueryStats``), of every worker."""
+    return jsonify(query_log().snapshot())

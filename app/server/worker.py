@@ -32,6 +32,7 @@ from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
+from app.tsdb.admission import AdmissionSettings
 from app.tsdb.split import prepare_helper
 
 HEARTBEAT_S = 1.0
@@ -81,7 +82,10 @@ class TsdWorker(Worker):
             prepare_helper(tsdb)  # the process that reads half a large query (app/tsdb/split.py)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
-        self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
+        # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
+        # them that expensive queries waiting cannot leave a cheap one without a thread.
+        lanes = AdmissionSettings.from_config(_tsd_config(self.wsgi))
+        self.heavy_pool = ThreadPoolExecutor(lanes.threads_needed(),
                                              thread_name_prefix="tsd-query")
         # Line-protocol calls get their own threads: a burst from hundreds of collectors
         # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
