@@ -281,6 +281,11 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: a query that runs at least this many milliseconds is logged with its "
         "dashboard, panel, user and cost (0 = off).",
     ),
+    "tsd.stats.self_interval_s": Setting(
+        0.0, float,
+        "pytsd: write the server's own `/api/stats` figures into itself every this many "
+        "seconds (0 = off), for the provisioned \"pytsd itself\" Grafana dashboard.",
+    ),
     "tsd.network.telnet_port": Setting(
         0, int,
         "pytsd: a second port that speaks only the line protocol (0 = none). The main port "

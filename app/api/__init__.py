@@ -26,6 +26,7 @@ from app.api import (  # noqa: E402,F401
     query_gexp,
     rollup,
     search,
+    self_stats,
     stats,
     suggest,
     uid,

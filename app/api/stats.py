@@ -136,6 +136,24 @@ def _point(metric: str, value: float | int, tags: dict[str, str], now_s: int,
     return {"metric": metric, "timestamp": now_s, "value": text, "tags": {**tags, "host": host}}
 
 
+# Shared counters -> /api/stats metrics, with the labels kept as tags (pytsd's own figures).
+QUERY_FIGURES = (("pytsd_queries_total", "tsd.query.completed"),
+                 ("pytsd_queries_refused_total", "tsd.query.refused"),
+                 ("pytsd_queries_running", "tsd.query.running"),
+                 ("pytsd_cache_lookups_total", "tsd.cache.lookups"),
+                 ("pytsd_store_errors_total", "tsd.store.errors"))
+
+
+def _query_points(found: list[metrics.Sample]) -> list[tuple[str, float | int, dict[str, str]]]:
+    points: list[tuple[str, float | int, dict[str, str]]] = []
+    for name, metric in QUERY_FIGURES:
+        for sample in sorted((s for s in found if s.name == name),
+                             key=lambda s: sorted(s.labels.items())):
+            tags = {k: v or "none" for k, v in sample.labels.items() if k != "pid"}
+            points.append((metric, sample.value, tags or {"type": "all"}))
+    return points
+
+
 def collect(tsdb: TSDB) -> list[dict[str, Any]]:
     """OpenTSDB's ``/api/stats`` list: ``{"metric","timestamp","value","tags"}``, values as text."""
     now_s, host = int(time.time()), socket.gethostname()
@@ -153,6 +171,7 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
         if sample.name == "pytsd_http_requests_total":
             points.append(("tsd.http.requests", sample.value,
                            {"endpoint": sample.labels["route"], "status": sample.labels["status"]}))
+    points += _query_points(found)
     for name, metric in (("pytsd_datapoints_added_total", "tsd.worker.datapoints.added"),
                          ("pytsd_http_requests_total", "tsd.worker.rpc.received")):
         for pid, value in sorted(metrics.per_worker(name).items()):
