@@ -62,7 +62,9 @@ forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
 if not os.environ.get("PYTSD_RUN_DIR"):
     import tempfile
 
-    os.environ["PYTSD_RUN_DIR"] = tempfile.mkdtemp(prefix="pytsd-run-")
+    # On tmpfs when there is one: every query and counter touches these files.
+    os.environ["PYTSD_RUN_DIR"] = tempfile.mkdtemp(
+        prefix="pytsd-run-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
     os.environ["PYTSD_RUN_DIR_MADE"] = "1"  # ours to remove on exit
     os.makedirs(os.path.join(os.environ["PYTSD_RUN_DIR"], "metrics"))
     os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
