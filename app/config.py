@@ -215,8 +215,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.core.connections.limit": Setting(
         1000, int,
-        "Open connections per worker process (0 = no limit); beyond it a new connection is "
-        "answered 503 and closed. OpenTSDB counts per TSD and defaults to 0.",
+        "Open connections per worker process that have sent a byte (0 = no limit); beyond it a "
+        "new connection is answered 503 and closed. OpenTSDB counts per TSD and defaults to 0.",
     ),
     "tsd.http.request.max_body_bytes": Setting(
         32 * 1024 * 1024, int,
