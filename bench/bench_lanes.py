@@ -1,8 +1,9 @@
 """Admission lanes under load (issue 25): a real pytsd (gunicorn, 2 workers) over the demo day,
 4 clients running an expensive query back to back (2 per worker: 24 h, rate, ``host=*``),
 while one process samples a one-series 1 h query and another ``/api/version``. Bounded: 15 s.
-``BENCH_ONE_LANE=1`` runs every query in one lane, as before. Prints the cheap query's and /api/version's p50/p99, and how the expensive queries fared
-(served, or 503 with Retry-After past ``tsd.query.max_queue_ms``).
+``BENCH_ONE_LANE=1`` runs every query in one lane, as before. Prints the cheap query's and
+/api/version's p50/p99, and how the expensive queries fared (served, or 503 with Retry-After
+past ``tsd.query.max_queue_ms``).
 """
 
 from __future__ import annotations
