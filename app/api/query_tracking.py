@@ -30,7 +30,9 @@ LOG = logging.getLogger("app.query.log")
 # Headers never echoed into /api/stats/query (OpenTSDB echoes them all).
 HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-tsd-token"})
 DASHBOARD_PATH = re.compile(r"/d(?:-solo)?/([^/?#]+)")
-OUTCOMES = {200: "ok", 400: "bad_request", 408: "timeout", 413: "limit"}
+OUTCOMES = {200: "ok", 400: "bad_request", 408: "timeout", 413: "limit", 499: "client_gone"}
+# The server's environ key (app/server/wsgi_bridge.py): set when the client went away.
+CLIENT_GONE = "pytsd.client_gone"
 
 
 def attribution(headers: Headers | Mapping[str, str]) -> dict[str, str | None]:
@@ -96,7 +98,8 @@ def tracked(query: Query) -> Iterator[Tracking]:
     tracking = Tracking()
     status, error = 200, None
     try:
-        with admission.admitted(record.cost, record.user, who["dashboard"]) as ticket:
+        with admission.admitted(record.cost, record.user, who["dashboard"],
+                                request.environ.get(CLIENT_GONE)) as ticket:
             metrics.QUEUE_WAIT.labels(ticket.lane).observe(ticket.waited_s)
             record.started_s = time.perf_counter()  # the run, not the wait
             query_log().start(record)

@@ -9,6 +9,7 @@ the deadlines and OpenTSDB's JSON for every error the server answers by itself.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Protocol
 
@@ -19,7 +20,9 @@ from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
 from app.server.streams import drain, read_block
-from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
+from app.server.wsgi_bridge import CLIENT_GONE, Reply, Request, build_environ, error_reply
+
+WATCH_S = 0.25  # how often a running request's connection is looked at
 
 
 class Connection(Protocol):
@@ -231,11 +234,41 @@ async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) 
 
 async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
     environ = build_environ(request, conn.peer, conn.server)
+    watch = ClientWatch(conn)
+    environ[CLIENT_GONE] = watch.gone
     try:
         return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
     except HttpError as exc:  # overloaded
         SERVER_REFUSED.labels(str(exc.code)).inc()
         return error_reply(exc.code, exc.message, exc.details)
+    finally:
+        watch.stop()
+
+
+class ClientWatch:
+    """Sets ``gone`` when the client closes its connection while its request runs (as nginx
+    counts a client abort), so the app can drop work nobody will read: a query still waiting
+    for its lane gives up (app/tsdb/admission.py). Looked at every ``WATCH_S`` once a request
+    has run that long: a timer, no task per request."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.gone = threading.Event()
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            WATCH_S, self._look)
+
+    def _look(self) -> None:
+        # EOF with nothing left to read: bytes still buffered may be a pipelined request.
+        if self.conn.reader.at_eof() or self.conn.writer.transport.is_closing():
+            self.gone.set()
+            self._timer = None
+            return
+        self._timer = asyncio.get_running_loop().call_later(WATCH_S, self._look)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 async def _write_reply(conn: Connection, parser: h11.Connection, request: Request,

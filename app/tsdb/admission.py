@@ -30,6 +30,7 @@ POINT_EVERY_MS = 10_000  # the first-time guess: one point per 10 s per series
 WILDCARD_FACTOR = 10  # ... and ten series when a filter groups by a pattern
 QUEUE_PER_SLOT = 4  # expensive queries that may wait per expensive slot
 REMEMBERED_SHAPES = 4096
+GONE_CHECK_S = 0.1  # a waiting query looks this often whether its client left
 
 
 class QueryRefusedError(TsdbError):
@@ -41,6 +42,12 @@ class QueryRefusedError(TsdbError):
         super().__init__(message, details)
         self.retry_after_s = retry_after_s
         self.reason = reason
+
+
+class ClientGoneError(TsdbError):
+    """The client went away while its query waited: nginx's 499, which nobody reads."""
+
+    code = 499
 
 
 @dataclass(frozen=True)
@@ -74,13 +81,24 @@ class Lane:
         self.waiting = 0
         self._lock = threading.Lock()
 
-    def enter(self, timeout_s: float) -> bool:
+    def enter(self, timeout_s: float, gone: threading.Event | None = None) -> bool:
+        """Take a slot within ``timeout_s``; False when full, or when ``gone`` is set (the
+        client left: nobody would read the answer)."""
         with self._lock:
             if self.queue_cap is not None and self.waiting >= self.queue_cap:
                 return False
             self.waiting += 1
         try:
-            return self.slots.acquire(timeout=timeout_s)
+            if gone is None:
+                return self.slots.acquire(timeout=timeout_s)
+            deadline = time.monotonic() + timeout_s
+            while not gone.is_set():
+                step = min(GONE_CHECK_S, deadline - time.monotonic())
+                if step <= 0:
+                    return self.slots.acquire(blocking=False)
+                if self.slots.acquire(timeout=step):
+                    return True
+            return False
         finally:
             with self._lock:
                 self.waiting -= 1
@@ -141,16 +159,21 @@ class Admission:
         return "expensive" if cost >= self.settings.expensive_points else "cheap"
 
     @contextmanager
-    def admitted(self, cost: int, user: str | None, dashboard: str | None) -> Iterator[Ticket]:
+    def admitted(self, cost: int, user: str | None, dashboard: str | None,
+                 gone: threading.Event | None = None) -> Iterator[Ticket]:
         """Hold a slot of the lane for ``cost`` (see :meth:`estimate`), and of the user's and
-        the dashboard's quotas, while the query runs; raise :class:`QueryRefusedError`."""
+        the dashboard's quotas, while the query runs; raise :class:`QueryRefusedError` (or
+        :class:`ClientGoneError` when ``gone`` is set while it waits)."""
         ticket = Ticket(self.lane_for(cost), cost)
         with self._quota(self._per_user, user, self.settings.user_quota, "user"), \
                 self._quota(self._per_dashboard, dashboard, self.settings.dashboard_quota,
                             "dashboard"):
             lane = self.lanes[ticket.lane]
             started = time.perf_counter()
-            if not lane.enter(self.settings.max_queue_ms / 1000):
+            if not lane.enter(self.settings.max_queue_ms / 1000, gone):
+                if gone is not None and gone.is_set():
+                    raise ClientGoneError("Client closed the connection",
+                                          "The query was dropped while it waited for its lane")
                 raise self._refusal(ticket, "queue",
                                     f"The {ticket.lane} query lane is full "
                                     f"(waited up to tsd.query.max_queue_ms="

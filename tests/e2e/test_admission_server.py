@@ -106,3 +106,35 @@ def test_cheap_queries_pass_a_saturated_expensive_lane(
     cheap_ms.sort()
     print(f"cheap p50 {cheap_ms[15]:.0f} ms, max {cheap_ms[-1]:.0f} ms; expensive "
           f"{len(expensive) - len(refused)} served, {len(refused)} refused")
+
+
+def test_a_waiting_query_whose_client_left_is_dropped(
+        tmp_path_factory: pytest.TempPathFactory, demo_url: str) -> None:
+    import socket
+
+    tsd = start_tsd(tmp_path_factory.mktemp("gone"),
+                    {"tsd.storage": demo_url, "tsd.query.expensive_points": 50_000,
+                     "tsd.query.expensive_threads": 1, "tsd.query.max_queue_ms": 20_000},
+                    workers=1, app="tests.e2e.wsgi_faults:application")
+    holder = threading.Thread(target=requests.get,
+                              args=(tsd.url + "/test/hold-expensive-lane?s=6",),
+                              kwargs={"timeout": 30})
+    try:
+        holder.start()
+        time.sleep(0.5)  # the lane is held: an expensive query now waits (up to 20 s)
+        with socket.create_connection(("127.0.0.1", tsd.port)) as sock:
+            sock.sendall(f"GET {EXPENSIVE} HTTP/1.1\r\nHost: x\r\n"
+                         "X-Dashboard-Uid: gone-1\r\n\r\n".encode())
+            time.sleep(0.3)  # waiting for the lane now; then the client goes away
+        dropped: list[dict[str, object]] = []
+        deadline = time.monotonic() + 4  # well before the lane frees (6 s)
+        while not dropped and time.monotonic() < deadline:
+            time.sleep(0.2)
+            completed = requests.get(tsd.url + "/api/stats/query", timeout=10).json()
+            dropped = [q for q in completed["completed"] if q["dashboard"] == "gone-1"]
+    finally:
+        holder.join()
+        tsd.stop()
+    assert dropped, "a query whose client left was never dropped"
+    assert dropped[0]["httpResponse"] == {"code": 499, "reasonPhrase": ""}
+    assert dropped[0]["lane"] == "expensive"

@@ -134,3 +134,25 @@ def test_a_dashboard_quota(config_client: Callable[..., FlaskClient]) -> None:
     assert refused.status_code == 503 and "tsd.query.quota.dashboard" in refused.get_json()[
         "error"]["details"]
     assert other.status_code == 200
+
+
+def test_a_query_whose_client_left_stops_waiting_for_its_lane(
+        config_client: Callable[..., FlaskClient]) -> None:
+    import threading
+
+    client = config_client(**{"tsd.query.expensive_points": 10_000,
+                              "tsd.query.max_queue_ms": 5000})
+    expensive = admission_for(client.application.extensions["tsdb"]).lanes["expensive"]
+    gone = threading.Event()
+    gone.set()  # as the server sets it when the connection closes (app/server/http.py)
+    assert expensive.enter(0)
+    try:
+        started = time.perf_counter()
+        answer = client.get(f"/api/query?start={T0}&end={T0 + 30 * 86400}&m=sum:att.m{{host=*}}",
+                            environ_overrides={"pytsd.client_gone": gone})
+        waited_s = time.perf_counter() - started
+    finally:
+        expensive.leave()
+    assert answer.status_code == 499 and waited_s < 2  # not the 5 s queue bound
+    done = client.get("/api/stats/query").get_json()["completed"][-1]
+    assert done["httpResponse"]["code"] == 499
