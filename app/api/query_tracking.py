@@ -136,7 +136,7 @@ def _finish(query: Query, record: QueryRecord, tracking: Tracking, status: int,
     query_log().finish(record, status, _reason_phrase(status), message, stats)
     who = record.attribution
     if status in (408, 413, 503):
-        metrics.REFUSED.labels(outcome, metrics.label(who["dashboard"])).inc()
+        metrics.REFUSED.labels(outcome, metrics.dashboard_label(who["dashboard"])).inc()
         LOG.warning("Query refused (%s, %d): %s; cost %d points (%s lane), dashboard %s "
                     "panel %s org %s user %s from %s: %s", outcome, status, message,
                     record.cost, record.lane, who["dashboard"], who["panel"], who["org"],

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import glob
 import os
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -56,6 +57,25 @@ STORE_ERRORS = Counter("pytsd_store_errors", "Requests that failed in the store"
 
 def label(text: str | None) -> str:
     return (text or "")[:MAX_LABEL_CHARS]
+
+
+DASHBOARD_UID = re.compile(r"[A-Za-z0-9_-]{1,40}")
+MAX_DASHBOARDS = 1000  # distinct dashboard labels per process; the rest count as "other"
+_dashboards: set[str] = set()
+
+
+def dashboard_label(uid: str | None) -> str:
+    """A Grafana dashboard uid as a label, bounded: the header comes from any client, and
+    every distinct label is a series in every worker's files."""
+    if not uid:
+        return ""
+    if not DASHBOARD_UID.fullmatch(uid):
+        return "other"
+    if uid not in _dashboards:
+        if len(_dashboards) >= MAX_DASHBOARDS:
+            return "other"
+        _dashboards.add(uid)
+    return uid
 
 
 def multiproc_dir() -> str | None:

@@ -18,7 +18,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -76,6 +76,7 @@ class QueryLog:
         self._completed: deque[dict[str, Any]] = deque(maxlen=COMPLETED_RING)
         self._appended = 0
         self._next = 0
+        self._mirror_failed = False
         self.folder = os.path.join(run_dir, "queries") if run_dir else None
         if self.folder:
             os.makedirs(self.folder, exist_ok=True)
@@ -85,7 +86,7 @@ class QueryLog:
             self._next += 1
             record.key = str(self._next)
             self._running[record.key] = record
-            self._write_running()
+            self._mirror(self._write_running)
 
     def finish(self, record: QueryRecord, status: int, reason: str, exception: str | None,
                stats: dict[str, Any]) -> dict[str, Any]:
@@ -93,9 +94,20 @@ class QueryLog:
             self._running.pop(record.key, None)
             done = record.completed_json(status, reason, exception, stats, len(self._running))
             self._completed.append(done)
-            self._write_running()
-            self._append_completed(done)
+            self._mirror(self._write_running)
+            self._mirror(lambda: self._append_completed(done))
         return done
+
+    def _mirror(self, write: Callable[[], object]) -> None:
+        """Write the run directory's files; a failure (a full disk) costs the other workers'
+        view of this one, never the query's answer, and is logged once."""
+        try:
+            write()
+        except OSError as exc:
+            if not self._mirror_failed:
+                LOG.warning("Cannot write the running and completed queries to %s: %s",
+                            self.folder, exc)
+            self._mirror_failed = True
 
     def running_count(self) -> int:
         return len(self._running)

@@ -28,3 +28,12 @@ def test_metrics_count_points_and_requests(client: FlaskClient) -> None:
     assert after[added] - before.get(added, 0.0) == 3
     put = ("pytsd_http_requests_total", (("route", "/api/put"), ("status", "204")))
     assert after[put] - before.get(put, 0.0) == 1
+
+
+def test_dashboard_labels_are_bounded() -> None:
+    from app.observe.metrics import dashboard_label
+
+    assert dashboard_label("farm42") == "farm42"
+    assert dashboard_label(None) == ""
+    assert dashboard_label("x" * 41) == "other"  # Grafana's uids are at most 40 characters
+    assert dashboard_label("a b<script>") == "other"
