@@ -97,20 +97,24 @@ def test_connections_per_address_are_capped(tsd: TsdProcess) -> None:
 
 def test_two_thousand_silent_sockets_do_not_keep_a_new_client_out(
         tmp_path_factory: pytest.TempPathFactory) -> None:
+    # The silent ones are held for the whole test (30 s first-byte timeout): the new clients
+    # are served while all 2,000 are open, not because they were closed. Before: past the
+    # connection limit new clients got 503; with the accept pauses, the first waited ~20 s.
     server = start_tsd(tmp_path_factory.mktemp("silent"),
-                       {"tsd.server.first_byte_timeout_s": 5, "tsd.core.socket.timeout": 300},
+                       {"tsd.server.first_byte_timeout_s": 30, "tsd.core.socket.timeout": 300},
                        workers=2)
     silent: list[socket.socket] = []
     try:
         for _ in range(2000):
             silent.append(socket.create_connection(("127.0.0.1", server.port), timeout=5))
-        for _ in range(20):  # new clients, while all 2,000 are still held (well under 5 s)
-            with server.connect() as sock:
+        started = time.monotonic()
+        for _ in range(20):
+            with server.connect(timeout_s=20) as sock:
                 sock.sendall(b"GET /api/version HTTP/1.1\r\nHost: x\r\n\r\n")
-                status, _, _ = read_response(sock)
+                status, _, _ = read_response(sock, timeout_s=20)
                 assert status == 200
-        silent[0].settimeout(10)
-        assert silent[0].recv(10) == b""  # and the silent ones are closed after 5 s
+        # Behind 2,000 connections in the accept queue: 2-3 s on the loaded test machine.
+        assert time.monotonic() - started < 15
     finally:
         for sock in silent:
             sock.close()
