@@ -30,9 +30,11 @@ _lock_file: list[IO[str]] = []  # held for the process's life once taken
 
 
 def stats_points(tsdb: TSDB) -> list[DataPoint]:
-    """``/api/stats`` as data points."""
+    """``/api/stats`` as data points, the server's figures only (not those tagged ``pid``)."""
     found = []
     for item in collect(tsdb):
+        if "pid" in item["tags"]:
+            continue  # per-process figures: every restart would assign new tag value UIDs
         text = str(item["value"])
         value: int | float = float(text) if "." in text or "e" in text.lower() else int(text)
         tags = {key: NOT_TAG_CHARS.sub("_", str(tag)) or "none"
