@@ -224,10 +224,20 @@ SETTINGS: dict[str, Setting] = {
         "Seconds a line-protocol connection may stay idle before it is closed (0 = never). "
         "OpenTSDB's default is 0; pytsd's is 300 so silent connections cannot pile up.",
     ),
+    "tsd.server.first_byte_timeout_s": Setting(
+        5.0, float,
+        "pytsd: seconds a new connection may take to send its first byte, whatever the idle "
+        "timeout of established line-protocol connections (`tsd.core.socket.timeout`).",
+    ),
+    "tsd.core.connections.per_ip_limit": Setting(
+        0, int,
+        "pytsd: open connections per worker from one client address (0 = no limit); beyond "
+        "it a new connection is answered 503 and closed.",
+    ),
     "tsd.core.connections.limit": Setting(
         1000, int,
-        "Open connections per worker process (0 = no limit); beyond it a new connection is "
-        "answered 503 and closed. OpenTSDB counts per TSD and defaults to 0.",
+        "Open connections per worker process that have sent a byte (0 = no limit); beyond it a "
+        "new connection is answered 503 and closed. OpenTSDB counts per TSD and defaults to 0.",
     ),
     "tsd.http.request.max_body_bytes": Setting(
         32 * 1024 * 1024, int,
@@ -260,9 +270,42 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.server.heavy_threads": Setting(
         1, int,
-        "pytsd: threads per worker running queries (`/api/query...`, `/q`, `/api/search...`). "
-        "One per worker keeps light requests quick while a query holds the GIL; raise it when "
-        "queries mostly wait on HBase.",
+        "pytsd: queries per worker that run at once in the cheap lane (`/api/query...`, `/q`; "
+        "`/api/search...` too). One keeps light requests quick while a query holds the GIL; "
+        "raise it when queries mostly wait on HBase. Expensive queries have their own lane.",
+    ),
+    "tsd.query.expensive_threads": Setting(
+        1, int,
+        "pytsd: queries per worker that run at once in the expensive lane (cost-aware "
+        "admission, docs/serving.md); the cheap lane has `tsd.server.heavy_threads`.",
+    ),
+    "tsd.query.expensive_points": Setting(
+        1_000_000, int,
+        "pytsd: a query estimated to read at least this many data points runs in the "
+        "expensive lane (the estimate: what the same shape read last time).",
+    ),
+    "tsd.query.max_queue_ms": Setting(
+        5000, int,
+        "pytsd: most milliseconds a query waits for a slot in its lane; then 503 with "
+        "`Retry-After`.",
+    ),
+    "tsd.query.quota.user": Setting(
+        0, int, "pytsd: queries one authenticated user may run at once per worker (0 = no quota)."
+    ),
+    "tsd.query.quota.dashboard": Setting(
+        0, int,
+        "pytsd: queries one Grafana dashboard (its `X-Dashboard-Uid`) may run at once per "
+        "worker (0 = no quota).",
+    ),
+    "tsd.query.slow_log_ms": Setting(
+        5000, int,
+        "pytsd: a query that runs at least this many milliseconds is logged with its "
+        "dashboard, panel, user and cost (0 = off).",
+    ),
+    "tsd.stats.self_interval_s": Setting(
+        0.0, float,
+        "pytsd: write the server's own `/api/stats` figures into itself every this many "
+        "seconds (0 = off), for the provisioned \"pytsd itself\" Grafana dashboard.",
     ),
     "tsd.network.telnet_port": Setting(
         0, int,

@@ -11,6 +11,7 @@ modification time changes, so ``pytsd auth add-token`` needs no restart.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import json
@@ -64,6 +65,12 @@ def password_matches(password: str, stored: str) -> bool:
     except ValueError:
         return False
     return hmac.compare_digest(digest.hex(), digest_hex)
+
+
+@functools.cache
+def _dummy_hash() -> str:
+    """A hash no password matches (of random bytes), verified for unknown users."""
+    return password_hash(secrets.token_urlsafe(32))
 
 
 def _check_role(role: str) -> str:
@@ -126,7 +133,10 @@ class CredentialsFile:
         if known is not None:
             return known
         credential = self._users.get(user)
-        if credential is None or not password_matches(password, credential.hash):
+        # An unknown user costs the same scrypt as a wrong password: the time of a refusal
+        # must not tell which user names exist.
+        stored = credential.hash if credential is not None else _dummy_hash()
+        if not password_matches(password, stored) or credential is None:
             return None
         if len(self._verified) >= VERIFIED_CACHE_SIZE:
             self._verified.clear()

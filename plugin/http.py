@@ -24,7 +24,21 @@ def mount_routes(app: Flask, host: PluginHost) -> None:
         if route.role not in ROLES:
             raise PluginLoadError(f"Plugin {name!r}: route {route.path!r} has an unknown "
                                   f"role {route.role!r}")
-        endpoint = f"plugin.{name}.{route.endpoint or route.view.__name__}"
+        endpoint = _endpoint_name(app, name, route.endpoint or route.view.__name__, route.path)
         app.add_url_rule("/plugin/" + route.path.lstrip("/"), endpoint=endpoint,
                          view_func=route.view, methods=list(route.methods))
         roles[endpoint] = route.role
+
+
+def _endpoint_name(app: Flask, plugin: str, wanted: str, path: str) -> str:
+    """A Flask endpoint name no other route has: ``plugin.<plugin>.<view name>``, or, for a
+    lambda or a name already taken (two routes on one view function), one made from the path."""
+    endpoint = f"plugin.{plugin}.{wanted}"
+    if wanted.isidentifier() and endpoint not in app.view_functions:
+        return endpoint
+    base = f"plugin.{plugin}.path:" + (path.strip("/") or "root")
+    endpoint, number = base, 1
+    while endpoint in app.view_functions:
+        number += 1
+        endpoint = f"{base}#{number}"
+    return endpoint

@@ -7,8 +7,10 @@ echoed in ``Access-Control-Allow-Origin``, the allowed methods and headers, and 
 browser needs to send Grafana's ``Authorization`` header or cookies. With ``*`` any origin is
 answered ``Access-Control-Allow-Origin: *`` and never with credentials (pytsd; OpenTSDB
 echoes the origin). A preflight ``OPTIONS``
-is answered 200 with no body. Differences from OpenTSDB: an origin not in the list gets a 403
-(OpenTSDB sends the error with status 200), and responses carry ``Vary: Origin``.
+is answered 200 with no body. A request whose ``Origin`` is the server's own is not a
+cross-origin request: it is served whatever the list says. Differences from OpenTSDB: an
+origin not in the list gets a 403 (OpenTSDB sends the error with status 200), and
+responses carry ``Vary: Origin``.
 """
 
 from __future__ import annotations
@@ -34,14 +36,21 @@ def _domains() -> set[str] | None:
     return {d.strip().upper() for d in domains.split(",") if d.strip()}
 
 
+def same_origin(origin: str) -> bool:
+    """Whether ``origin`` is this server's own (scheme ignored: behind a TLS proxy the
+    scheme differs while the host is the same)."""
+    host = origin.split("://", 1)[-1].rstrip("/").lower()
+    return origin != "null" and host == request.host.lower()
+
+
 @bp.before_app_request
 def _check_origin() -> Response | None:
     if not request.path.startswith("/api"):
         return None
     domains = _domains()
     origin = request.headers.get("Origin", "")
-    if request.method != "OPTIONS" and (domains is None or not origin):
-        return None
+    if request.method != "OPTIONS" and (domains is None or not origin or same_origin(origin)):
+        return None  # browsers send Origin on same-origin POSTs too: the UI's own writes
     if domains is None or not origin:
         raise MethodNotAllowedError(
             "Method not allowed", "The HTTP method [OPTIONS] is not permitted "

@@ -14,7 +14,9 @@ from flask import Flask, Response, current_app, jsonify, request
 from marshmallow import ValidationError
 from werkzeug.exceptions import HTTPException
 
-from app.errors import TsdbError
+from app.errors import StorageError, TsdbError
+from app.observe.health import STORE_HEALTH
+from app.tsdb.admission import QueryRefusedError
 
 log = logging.getLogger(__name__)
 
@@ -65,10 +67,15 @@ def init_app(app: Flask) -> None:
 
     @app.errorhandler(TsdbError)
     def handle_tsdb_error(exc: TsdbError) -> Response:
-        if exc.code >= 500 and exc.code != 501:  # 501: a known gap, not a failure
+        if isinstance(exc, StorageError):
+            STORE_HEALTH.failed(exc.message, exc)  # once per outage, not per request
+        elif exc.code >= 500 and exc.code != 501:  # 501: a known gap, not a failure
             log.error("%s %s failed: %s", request.method, request.path, exc.message,
                       exc_info=exc)
-        return error_response(exc.code, exc.message, exc.details, exc)
+        response = error_response(exc.code, exc.message, exc.details, exc)
+        if isinstance(exc, QueryRefusedError):
+            response.headers["Retry-After"] = str(exc.retry_after_s)
+        return response
 
     @app.errorhandler(ValidationError)
     def handle_validation_error(exc: ValidationError) -> Response:

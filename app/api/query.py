@@ -10,6 +10,7 @@ from flask import Response, current_app, request
 
 from app.api import bp, security
 from app.api.body import has_param, parse_json, raw_body
+from app.api.query_tracking import Tracking, tracked
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
 from app.api.stats import record_points_read
@@ -62,7 +63,13 @@ def query() -> Response:
         query = dataclasses.replace(query, delete=True)
     if query.delete:
         authorize_delete()
+    with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
+        return _answer(query, tracking)
+
+
+def _answer(query: Query, tracking: Tracking) -> Response:
     outcome = run_query(current_app.extensions["tsdb"], query)
+    tracking.ran(outcome.stats)
     summary = None
     if query.show_summary:
         summary = stats_summary(outcome.summary, [outcome.stats[s.index] for s in query.queries])

@@ -18,6 +18,7 @@ from app.api import bp
 from app.api.body import parse_json, raw_body
 from app.api.exp_serialize import expression_output, metric_output, query_echo
 from app.api.query import JSON_TYPE, authorize_delete, delete_allowed
+from app.api.query_tracking import tracked
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb
 from app.api.stats import record_points_read
@@ -52,7 +53,9 @@ def query_exp() -> Response:
         raise BadRequestError(str(exc)) from exc
     tsdb = current_app.extensions["tsdb"]
     query, source_of = _sub_queries(exp, now_ms)
-    outcome = run_query(tsdb, query, keep_scanned=True)
+    with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
+        outcome = run_query(tsdb, query, keep_scanned=True)
+        tracking.ran(outcome.stats)
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
     inputs = _inputs(tsdb, exp, outcome.results, source_of)
     ctx = Context(inputs, hashmap_order([m.id or "" for m in exp.metrics or ()],

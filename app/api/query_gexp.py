@@ -15,6 +15,7 @@ from dataclasses import replace
 from flask import Response, current_app, request
 
 from app.api import bp
+from app.api.query_tracking import tracked
 from app.api.serialize import dumps_opentsdb, serialize_results
 from app.api.stats import record_points_read
 from app.engine.gexp_eval import evaluate_tree
@@ -70,7 +71,9 @@ def query_gexp() -> Response:
     tsd = current_app.config["TSD"]
     query = query_from_args(args, time.time_ns() // 1_000_000, tsd["tsd.core.timezone"])
     tsdb: TSDB = current_app.extensions["tsdb"]
-    outcome = run_query(tsdb, query)
+    with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
+        outcome = run_query(tsdb, query)
+        tracking.ran(outcome.stats)
     by_index: dict[int, list[GroupResult]] = {}
     for result in outcome.results:
         by_index.setdefault(result.query_index, []).append(result)

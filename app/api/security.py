@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from flask import Flask, Response, current_app, g, request
 
+from app.api.cors import same_origin
 from app.api.errors import error_response
 from app.errors import TsdbError
 from plugin.http import ROUTE_ROLES
@@ -124,7 +125,7 @@ def guard_write() -> None:
     require_json_body()
     origin = request.headers.get("Origin")
     fetch_site = request.headers.get("Sec-Fetch-Site", "")
-    foreign = (origin is not None and not _same_origin(origin)) or fetch_site in (
+    foreign = (origin is not None and not same_origin(origin)) or fetch_site in (
         "cross-site", "same-site")
     if foreign and not g.get("cors_origin"):
         raise ForbiddenError("Cross-site request refused",
@@ -144,11 +145,6 @@ def require_json_body() -> None:
             "Unsupported media type",
             f"Send the body as Content-Type: application/json, not "
             f"[{request.mimetype or 'none'}] (curl: -H 'Content-Type: application/json')")
-
-
-def _same_origin(origin: str) -> bool:
-    host = origin.split("://", 1)[-1].rstrip("/").lower()
-    return origin != "null" and host == request.host.lower()
 
 
 def add_security_headers(response: Response) -> Response:

@@ -1,8 +1,10 @@
-"""In-process counters for ``/api/stats``: requests, latencies, points, UID caches.
+"""Counters for ``/api/stats``: requests, latencies, points, UID caches.
 
-Counters live in the worker process that served the request: with several gunicorn workers
-each answers ``/api/stats`` with its own figures (as each OpenTSDB TSD reports its own).
-Latency percentiles come from the most recent ``LATENCY_WINDOW`` requests.
+Requests and points are counted in ``app/observe/metrics.py``: under gunicorn in files every
+worker of the server writes, so ``/api/stats`` answers the server's totals whichever worker
+takes the request, with a per-worker breakdown (``tsd.worker.*``, tagged ``pid``). Latency
+percentiles come from the most recent ``LATENCY_WINDOW`` requests of the answering worker
+(``/metrics`` has the server's histograms); UID cache figures are per process, as the caches.
 """
 
 from __future__ import annotations
@@ -11,61 +13,89 @@ import os
 import socket
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from typing import Any
 
 import numpy as np
-from flask import Response, g, request
+from flask import Response, current_app, g, jsonify, request
 from flask.blueprints import BlueprintSetupState
 
 from app.api import bp
+from app.api.mode import endpoint_segment
+from app.observe import metrics
+from app.observe.health import STORE_HEALTH
+from app.observe.queries import query_log
 from app.tsdb import TSDB
+from app.tsdb.hour_cache import cache_for
 
 LATENCY_WINDOW = 4096
+# Endpoints whose success means the store answered (/api/version does not tell).
+STORE_SEGMENTS = frozenset({"put", "query", "q", "suggest", "search", "uid", "annotation",
+                            "annotations", "histogram"})
 LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
 
 
 class Counters:
-    """Thread-safe counters of one process."""
+    """What only this process knows: its start and its recent latencies."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self.started_s = time.time()
-        self.requests: Counter[tuple[str, int]] = Counter()
         self.latencies_ms: deque[float] = deque(maxlen=LATENCY_WINDOW)
-        self.points_written = 0
-        self.points_read = 0
 
     def record_request(self, endpoint: str, status: int, elapsed_ms: float) -> None:
+        metrics.HTTP_REQUESTS.labels(endpoint, str(status)).inc()
+        metrics.HTTP_LATENCY.labels(endpoint).observe(elapsed_ms / 1000)
         with self._lock:
-            self.requests[(endpoint, status)] += 1
             self.latencies_ms.append(elapsed_ms)
 
-    def add_points_written(self, count: int) -> None:
-        with self._lock:
-            self.points_written += count
+    @property
+    def points_written(self) -> int:
+        """Points the server (every worker) has written."""
+        return int(metrics.total("pytsd_datapoints_added_total"))
 
-    def add_points_read(self, count: int) -> None:
+    def recent_latencies(self) -> list[float]:
         with self._lock:
-            self.points_read += count
-
-    def snapshot(self) -> tuple[list[tuple[tuple[str, int], int]], list[float]]:
-        """Request counts (sorted) and recent latencies, copied under the lock."""
-        with self._lock:
-            return sorted(self.requests.items()), list(self.latencies_ms)
+            return list(self.latencies_ms)
 
 
 COUNTERS = Counters()
 
 
 def record_points_written(count: int) -> None:
-    """Called by ``/api/put`` with the points it stored."""
-    COUNTERS.add_points_written(count)
+    """Called by ``/api/put`` and the line protocol with the points they stored."""
+    if count:
+        metrics.POINTS_WRITTEN.inc(count)
 
 
 def record_points_read(count: int) -> None:
     """Called by the read endpoints with the data points they decoded."""
-    COUNTERS.add_points_read(count)
+    if count:
+        metrics.POINTS_READ.inc(count)
+
+
+_synced: dict[tuple[int, str, str], int] = {}
+_sync_lock = threading.Lock()
+
+
+def sync_cache_counters(tsdb: TSDB) -> None:
+    """Move this process's cache counters (plain ints the caches keep) into the shared
+    counters, by difference since the last call; called after each query and by /metrics."""
+    current: dict[tuple[str, str], int] = {}
+    cache = cache_for(tsdb)
+    if cache is not None:
+        current[("hour", "hit")] = cache.stats.hits
+        current[("hour", "miss")] = cache.stats.misses
+    for kind, uids in tsdb.uids.items():
+        current[(f"uid_{kind}", "hit")] = uids.cache_hits
+        current[(f"uid_{kind}", "miss")] = uids.cache_misses
+    with _sync_lock:
+        for (cache_name, result), value in current.items():
+            key = (id(tsdb), cache_name, result)
+            delta = value - _synced.get(key, 0)
+            if delta > 0:
+                metrics.CACHE_LOOKUPS.labels(cache_name, result).inc(delta)
+            _synced[key] = value
 
 
 def _endpoint() -> str:
@@ -89,6 +119,11 @@ def _register_timer(state: BlueprintSetupState) -> None:
 @bp.after_app_request
 def _count_request(response: Response) -> Response:
     started = g.get("tsd_started")
+    segment = endpoint_segment(request.path)
+    if response.status_code < 500 and segment in STORE_SEGMENTS:
+        STORE_HEALTH.succeeded()  # an outage ends with the first store access that works
+    if segment in ("query", "q"):
+        sync_cache_counters(current_app.extensions["tsdb"])
     if started is not None:
         COUNTERS.record_request(_endpoint(), response.status_code,
                                 (time.perf_counter() - started) * 1000)
@@ -101,19 +136,47 @@ def _point(metric: str, value: float | int, tags: dict[str, str], now_s: int,
     return {"metric": metric, "timestamp": now_s, "value": text, "tags": {**tags, "host": host}}
 
 
+# Shared counters -> /api/stats metrics, with the labels kept as tags (pytsd's own figures).
+QUERY_FIGURES = (("pytsd_queries_total", "tsd.query.completed"),
+                 ("pytsd_queries_refused_total", "tsd.query.refused"),
+                 ("pytsd_queries_running", "tsd.query.running"),
+                 ("pytsd_cache_lookups_total", "tsd.cache.lookups"),
+                 ("pytsd_store_errors_total", "tsd.store.errors"))
+
+
+def _query_points(found: list[metrics.Sample]) -> list[tuple[str, float | int, dict[str, str]]]:
+    points: list[tuple[str, float | int, dict[str, str]]] = []
+    for name, metric in QUERY_FIGURES:
+        for sample in sorted((s for s in found if s.name == name),
+                             key=lambda s: sorted(s.labels.items())):
+            tags = {k: v or "none" for k, v in sample.labels.items() if k != "pid"}
+            points.append((metric, sample.value, tags or {"type": "all"}))
+    return points
+
+
 def collect(tsdb: TSDB) -> list[dict[str, Any]]:
     """OpenTSDB's ``/api/stats`` list: ``{"metric","timestamp","value","tags"}``, values as text."""
     now_s, host = int(time.time()), socket.gethostname()
+    found = metrics.samples()
     points: list[tuple[str, float | int, dict[str, str]]] = [
         ("tsd.process.uptime_s", now_s - int(COUNTERS.started_s), {"pid": str(os.getpid())}),
-        ("tsd.rpc.received", sum(COUNTERS.requests.values()), {"type": "http"}),
-        ("tsd.datapoints.added", COUNTERS.points_written, {"type": "all"}),
-        ("tsd.datapoints.read", COUNTERS.points_read, {"type": "all"}),
+        ("tsd.rpc.received", metrics.total("pytsd_http_requests_total", found),
+         {"type": "http"}),
+        ("tsd.datapoints.added", metrics.total("pytsd_datapoints_added_total", found),
+         {"type": "all"}),
+        ("tsd.datapoints.read", metrics.total("pytsd_datapoints_read_total", found),
+         {"type": "all"}),
     ]
-    requests, recent = COUNTERS.snapshot()
-    latencies = np.array(recent, dtype=np.float64)
-    for (endpoint, status), count in requests:
-        points.append(("tsd.http.requests", count, {"endpoint": endpoint, "status": str(status)}))
+    for sample in sorted(found, key=lambda s: sorted(s.labels.items())):
+        if sample.name == "pytsd_http_requests_total":
+            points.append(("tsd.http.requests", sample.value,
+                           {"endpoint": sample.labels["route"], "status": sample.labels["status"]}))
+    points += _query_points(found)
+    for name, metric in (("pytsd_datapoints_added_total", "tsd.worker.datapoints.added"),
+                         ("pytsd_http_requests_total", "tsd.worker.rpc.received")):
+        for pid, value in sorted(metrics.per_worker(name).items()):
+            points.append((metric, value, {"pid": str(pid)}))
+    latencies = np.array(COUNTERS.recent_latencies(), dtype=np.float64)
     if latencies.size:
         for pct in LATENCY_PERCENTILES:
             points.append((f"tsd.http.latency_{pct}pct", float(np.percentile(latencies, pct)),
@@ -133,3 +196,9 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
         points += report()
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]
+
+
+@bp.route("/stats/query", methods=["GET"])
+def stats_query() -> Response:
+    """OpenTSDB 2.4's running and completed queries (``QueryStats``), of every worker."""
+    return jsonify(query_log().snapshot())

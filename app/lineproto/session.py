@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import logging
 from collections.abc import Callable
 from typing import Any
 
@@ -26,11 +25,14 @@ from app.api.put import writer_of
 from app.api.stats import collect, record_points_written
 from app.errors import NoSuchUniqueName, StorageError, TsdbError
 from app.lineproto.parse import InvalidValue, PutParser
+from app.observe.health import STORE_HEALTH
 from app.tsdb.points import PointBatch
 from plugin.telnet import TelnetGate
 
-LOG = logging.getLogger(__name__)
 WRITE_COMMANDS = ("put", "rollup", "histogram")
+# Not served in tsd.mode=ro either (as over HTTP, app/api/mode.py): dropping caches is an
+# admin action, and a read-only TSD offers none.
+RO_REFUSED = (*WRITE_COMMANDS, "dropcaches")
 # RpcManager registers them in this order, which `help` lists (diediedie is left out).
 COMMANDS = ("stats", "dropcaches", "version", "exit", "help", *WRITE_COMMANDS)
 
@@ -44,7 +46,7 @@ class TelnetSession:
         self.parser = PutParser()
         self.gate = TelnetGate(app.extensions["tsdb"].plugins)
         writes = app.config["TSD"]["tsd.mode"] != "ro"
-        self.commands = [c for c in COMMANDS if writes or c not in WRITE_COMMANDS]
+        self.commands = [c for c in COMMANDS if writes or c not in RO_REFUSED]
         self._handlers: dict[str, Callable[[list[str]], str]] = {
             "stats": self._stats, "dropcaches": self._dropcaches, "version": self._version,
             "help": self._help, "rollup": self._not_supported,
@@ -93,8 +95,9 @@ class TelnetSession:
         """Write the batch's good points; one error line per bad one, in line order."""
         try:
             record_points_written(writer_of(self.app.extensions).write_batch(batch))
+            STORE_HEALTH.succeeded()
         except StorageError as exc:
-            LOG.warning("%s: line-protocol put failed: %s", self.peer, exc.message)
+            STORE_HEALTH.failed(f"line-protocol put from {self.peer}: {exc.message}", exc)
             return [_put_error(error) if error is not None else f"put: HBase error: {exc.message}\n"
                     for error in batch.errors]
         return [_put_error(error) for error in batch.errors if error is not None]

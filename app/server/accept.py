@@ -28,6 +28,8 @@ from typing import Any
 LOG = logging.getLogger(__name__)
 
 SLOTS = 64  # the most workers whose connections are counted
+SLACK_FRACTION = 8  # over a large share by more than 1/8 of it: pause
+SLACK_FROM_SHARE = 64  # below this share, exact balance (a handful of clients spread evenly)
 PAUSE_S = 0.05  # a worker over its share stops accepting this long (then accepts one again)
 # Out of file descriptors: wait this long before accepting again (the loop would spin).
 FD_EXHAUSTED_PAUSE_S = 0.5
@@ -69,12 +71,19 @@ class ConnectionShares:
 
     def over_share(self, mine: int) -> bool:
         """Whether ``mine`` is more than an even share of the connections of the workers
-        that accept now (one still booting does not count: nobody would take its share)."""
+        that accept now (one still booting does not count: nobody would take its share),
+        with a slack of an eighth of the share once the share is large: without it, workers
+        flooded with connections took turns pausing after every other accept (2,000
+        connections took 20 s to accept, and a new client waited behind them)."""
         if self._slot < 0:
             return False
         cells = self._cells
         counts = [cells[2 * slot + 1] for slot in range(SLOTS) if cells[2 * slot] != 0]
-        return len(counts) > 1 and mine * len(counts) > sum(counts)
+        if len(counts) < 2:
+            return False
+        share = sum(counts) / len(counts)
+        slack = share // SLACK_FRACTION if share >= SLACK_FROM_SHARE else 0
+        return mine > share + slack
 
 
 def _alive(pid: int) -> bool:

@@ -104,3 +104,59 @@ def find_head_end(buffer: bytes, max_line: int, max_headers: int) -> int:
         raise HttpError(431, "Request Header Fields Too Large",
                         f"The request headers are longer than {max_headers} bytes")
     return end
+
+
+class ChunkSizes:
+    """Follows a chunked body's framing beside h11, to refuse at once a chunk announced larger
+    than the body limit (h11 would wait for its bytes until the body timeout).
+
+    Only the sizes are read here; h11 still validates the framing. Once the framing is
+    something this reader does not follow (a bad size line), it stops and leaves it to h11.
+    """
+
+    def __init__(self, limit_bytes: int) -> None:
+        self.limit_bytes = limit_bytes
+        self._max_digits = len(f"{limit_bytes:x}")
+        self._line = b""
+        self._skip = 0  # bytes of chunk data (and its CRLF) still to pass over
+        self._done = False
+
+    def feed(self, data: bytes) -> None:
+        """Raise 413 as soon as a size line announces more than the limit."""
+        pos = 0
+        while pos < len(data) and not self._done:
+            if self._skip:
+                step = min(self._skip, len(data) - pos)
+                self._skip -= step
+                pos += step
+                continue
+            end = data.find(b"\n", pos)
+            if end < 0:
+                self._line += data[pos:]
+                self._check_digits(self._line)
+                return
+            line, self._line, pos = self._line + data[pos:end], b"", end + 1
+            self._size_line(line)
+
+    def _check_digits(self, partial: bytes) -> None:
+        digits = partial.split(b";", 1)[0].strip().lstrip(b"0")
+        if len(digits) > self._max_digits and all(c in b"0123456789abcdefABCDEF" for c in digits):
+            self._refuse()
+
+    def _size_line(self, line: bytes) -> None:
+        text = line.split(b";", 1)[0].strip()
+        try:
+            size = int(text, 16)
+        except ValueError:
+            self._done = True  # not ours to judge: h11 answers 400
+            return
+        if size > self.limit_bytes:
+            self._refuse()
+        if size == 0:
+            self._done = True  # the last chunk; trailers follow
+        self._skip = size + 2  # the data and its CRLF
+
+    def _refuse(self) -> None:
+        raise HttpError(413, "Request Entity Too Large",
+                        f"A chunk is announced larger than the body limit of "
+                        f"{self.limit_bytes} bytes")

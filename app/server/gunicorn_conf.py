@@ -54,3 +54,31 @@ control_socket_disable = True
 
 # Trust X-Forwarded-* only from a proxy on the same host unless told otherwise.
 forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+
+# One directory per server for what its workers share (app/observe/): the counters of
+# /metrics and /api/stats, the completed queries of /api/stats/query. Made here, in the
+# arbiter, before any worker imports prometheus_client (which reads the variable once); a
+# reload (SIGHUP re-runs this file) keeps it, so counters survive worker restarts.
+if not os.environ.get("PYTSD_RUN_DIR"):
+    import tempfile
+
+    # On tmpfs when there is one: every query and counter touches these files.
+    os.environ["PYTSD_RUN_DIR"] = tempfile.mkdtemp(
+        prefix="pytsd-run-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None)
+    os.environ["PYTSD_RUN_DIR_MADE"] = "1"  # ours to remove on exit
+    os.makedirs(os.path.join(os.environ["PYTSD_RUN_DIR"], "metrics"))
+    os.environ.setdefault("PROMETHEUS_MULTIPROC_DIR",
+                          os.path.join(os.environ["PYTSD_RUN_DIR"], "metrics"))
+
+
+def child_exit(server, worker):  # type: ignore[no-untyped-def]
+    from app.observe.metrics import worker_exited
+
+    worker_exited(worker.pid)
+
+
+def on_exit(server):  # type: ignore[no-untyped-def]
+    import shutil
+
+    if os.environ.get("PYTSD_RUN_DIR_MADE"):
+        shutil.rmtree(os.environ["PYTSD_RUN_DIR"], ignore_errors=True)

@@ -9,16 +9,20 @@ the deadlines and OpenTSDB's JSON for every error the server answers by itself.
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from typing import Protocol
 
 import h11
 
+from app.observe.metrics import SERVER_REFUSED
 from app.server.errors import HttpError, error_response
-from app.server.framing import find_head_end
+from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
 from app.server.streams import drain, read_block
-from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
+from app.server.wsgi_bridge import CLIENT_GONE, Reply, Request, build_environ, error_reply
+
+WATCH_S = 0.25  # how often a running request's connection is looked at
 
 
 class Connection(Protocol):
@@ -76,6 +80,7 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
                 return  # the client went away mid-request: nobody to answer
             request, parser = parsed
         except HttpError as exc:
+            SERVER_REFUSED.labels(str(exc.code)).inc()
             answer = error_response(exc.code, exc.message, exc.details)
             ctx.access(conn.peer[0], None, exc.code, len(answer), 0.0)
             if await _send(conn, answer, limits):
@@ -146,8 +151,10 @@ async def _read_request(
     if event.http_version not in (b"1.0", b"1.1"):
         raise HttpError(400, "Bad Request",
                         f"Unsupported HTTP version {event.http_version.decode('ascii')}")
-    _check_length(event, limits.max_body_bytes)
-    body = await _read_body(conn, parser, limits, ctx.budget)
+    chunked = _check_length(event, limits.max_body_bytes)
+    if chunked is not None:
+        chunked.feed(buffer[end:])
+    body = await _read_body(conn, parser, limits, ctx.budget, chunked)
     request = Request(event.method.decode("ascii"), event.target,
                       event.http_version.decode("ascii"), list(event.headers), body)
     return (request, parser), parser.trailing_data[0]
@@ -160,25 +167,34 @@ def _next_event(parser: h11.Connection) -> object:
         raise HttpError(400, "Bad Request", str(exc)) from exc
 
 
-def _check_length(event: h11.Request, max_body_bytes: int) -> None:
+def _check_length(event: h11.Request, max_body_bytes: int) -> ChunkSizes | None:
+    """Refuse a body announced too large, or announced twice; a reader of a chunked body's
+    sizes, or None when it is not chunked."""
+    names = {name for name, _ in event.headers}
+    if b"content-length" in names and b"transfer-encoding" in names:
+        # RFC 9112 6.3: a request smuggling shape; the connection closes after the 400.
+        raise HttpError(400, "Bad Request",
+                        "Content-Length and Transfer-Encoding must not both be sent")
     for name, value in event.headers:
         if name == b"content-length" and int(value) > max_body_bytes:
             raise HttpError(413, "Request Entity Too Large",
                             f"The body is {int(value)} bytes; the limit is {max_body_bytes}")
+    return ChunkSizes(max_body_bytes) if b"transfer-encoding" in names else None
 
 
 async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits,
-                     budget: BodyBudget) -> bytes:
+                     budget: BodyBudget, chunked: ChunkSizes | None) -> bytes:
     chunks: list[bytes] = []
     try:
-        return await _read_chunks(conn, parser, limits, budget, chunks)
+        return await _read_chunks(conn, parser, limits, budget, chunks, chunked)
     except BaseException:
         budget.give(sum(len(chunk) for chunk in chunks))
         raise
 
 
 async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerLimits,
-                       budget: BodyBudget, chunks: list[bytes]) -> bytes:
+                       budget: BodyBudget, chunks: list[bytes],
+                       chunked: ChunkSizes | None) -> bytes:
     deadline = time.monotonic() + limits.body_timeout_s
     size = 0
     while True:
@@ -188,7 +204,10 @@ async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerL
                 continue_head = parser.send(h11.InformationalResponse(status_code=100,
                                                                       headers=[]))
                 await _send(conn, continue_head or b"", limits)
-            parser.receive_data(await _read(conn, deadline, "body", limits.body_timeout_s))
+            data = await _read(conn, deadline, "body", limits.body_timeout_s)
+            if chunked is not None:
+                chunked.feed(data)
+            parser.receive_data(data)
         elif isinstance(event, h11.Data):
             size += len(event.data)
             if size > limits.max_body_bytes:
@@ -215,10 +234,41 @@ async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) 
 
 async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
     environ = build_environ(request, conn.peer, conn.server)
+    watch = ClientWatch(conn)
+    environ[CLIENT_GONE] = watch.gone
     try:
         return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
     except HttpError as exc:  # overloaded
+        SERVER_REFUSED.labels(str(exc.code)).inc()
         return error_reply(exc.code, exc.message, exc.details)
+    finally:
+        watch.stop()
+
+
+class ClientWatch:
+    """Sets ``gone`` when the client closes its connection while its request runs (as nginx
+    counts a client abort), so the app can drop work nobody will read: a query still waiting
+    for its lane gives up (app/tsdb/admission.py). Looked at every ``WATCH_S`` once a request
+    has run that long: a timer, no task per request."""
+
+    def __init__(self, conn: Connection) -> None:
+        self.conn = conn
+        self.gone = threading.Event()
+        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
+            WATCH_S, self._look)
+
+    def _look(self) -> None:
+        # EOF with nothing left to read: bytes still buffered may be a pipelined request.
+        if self.conn.reader.at_eof() or self.conn.writer.transport.is_closing():
+            self.gone.set()
+            self._timer = None
+            return
+        self._timer = asyncio.get_running_loop().call_later(WATCH_S, self._look)
+
+    def stop(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
 
 
 async def _write_reply(conn: Connection, parser: h11.Connection, request: Request,

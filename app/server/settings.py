@@ -29,6 +29,8 @@ class ServerLimits:
     queue_limit: int
     telnet_port: int = 0  # a line-protocol-only port; 0 = none
     max_buffered_bytes: int = 256 << 20  # request bodies held at once per worker
+    first_byte_timeout_s: float = 5.0  # a new connection's first byte, whatever the protocol
+    per_ip_limit: int = 0  # connections per worker from one address; 0 = none
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ServerLimits:
@@ -46,6 +48,8 @@ class ServerLimits:
             queue_limit=max(1, int(config["tsd.server.queue_limit"])),
             telnet_port=int(config["tsd.network.telnet_port"]),
             max_buffered_bytes=int(config["tsd.server.max_buffered_bytes"]),
+            first_byte_timeout_s=float(config["tsd.server.first_byte_timeout_s"]),
+            per_ip_limit=int(config["tsd.core.connections.per_ip_limit"]),
         )
 
 

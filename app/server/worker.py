@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -31,6 +32,7 @@ from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
+from app.tsdb.admission import AdmissionSettings
 from app.tsdb.split import prepare_helper
 
 HEARTBEAT_S = 1.0
@@ -47,6 +49,7 @@ class Conn:
         self.peer = _address(writer.get_extra_info("peername"))
         self.server = _address(writer.get_extra_info("sockname"))
         self.idle = False  # waiting for a client's next request or line: safe to close
+        self.active = False  # has sent its first byte (counts against the connection limit)
         self.task: asyncio.Task[Any] | None = asyncio.current_task()
 
 
@@ -79,13 +82,18 @@ class TsdWorker(Worker):
             prepare_helper(tsdb)  # the process that reads half a large query (app/tsdb/split.py)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
-        self.heavy_pool = ThreadPoolExecutor(self.limits.heavy_threads,
+        # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
+        # them that expensive queries waiting cannot leave a cheap one without a thread.
+        lanes = AdmissionSettings.from_config(_tsd_config(self.wsgi))
+        self.heavy_pool = ThreadPoolExecutor(lanes.threads_needed(),
                                              thread_name_prefix="tsd-query")
         # Line-protocol calls get their own threads: a burst from hundreds of collectors
         # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
         self.line_pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-lines")
         self.conns: set[Conn] = set()
         self.sockets_held = 0  # accepted, including those not yet a Conn
+        self.active = 0  # connections that have sent a first byte
+        self.per_ip: Counter[str] = Counter()  # connections held per client address
         self.tasks: set[asyncio.Task[None]] = set()
         self.budget = BodyBudget(self.limits.max_buffered_bytes)
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
@@ -188,9 +196,9 @@ class TsdWorker(Worker):
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         conn = Conn(reader, writer)
         self.conns.add(conn)
+        self.per_ip[conn.peer[0]] += 1
         try:
-            await self._serve(conn, over_limit=0 < self.limits.connections_limit
-                              < len(self.conns))
+            await self._serve(conn)
         except asyncio.CancelledError:
             pass  # shutdown closes idle connections
         except (ConnectionError, TimeoutError):
@@ -199,18 +207,32 @@ class TsdWorker(Worker):
             self.log.exception("Connection from %s failed", conn.peer[0])
         finally:
             self.conns.discard(conn)
+            self.per_ip[conn.peer[0]] -= 1
+            if not self.per_ip[conn.peer[0]]:
+                del self.per_ip[conn.peer[0]]
+            if conn.active:
+                self.active -= 1
             writer.close()
 
-    async def _serve(self, conn: Conn, over_limit: bool) -> None:
-        # Over the limit, wait only briefly for the first bytes (to answer in the right protocol).
-        first = await self._first_bytes(conn, 1.0 if over_limit else None)
+    async def _serve(self, conn: Conn) -> None:
+        limits = self.limits
+        crowded = 0 < limits.per_ip_limit < self.per_ip[conn.peer[0]]
+        # Crowded, wait only briefly for the first bytes (to answer in the right protocol).
+        # A connection that sends nothing within the first-byte timeout is closed: silent
+        # sockets cost a coroutine for seconds, and never count against the connection limit.
+        first = await self._first_bytes(conn, 1.0 if crowded else limits.first_byte_timeout_s)
         if not first:
             return
+        conn.active = True
+        self.active += 1
+        over_limit = crowded or 0 < limits.connections_limit < self.active
         # 'A'..'Z': an HTTP method (no line-protocol command starts with a capital letter).
-        lines_only = conn.server[1] == self.limits.telnet_port != 0
+        lines_only = conn.server[1] == limits.telnet_port != 0
         is_http = 65 <= first[0] <= 90 and not lines_only
         if over_limit or self.closing:
-            reason = "too many connections" if over_limit else "the worker is shutting down"
+            reason = ("too many connections from this address" if crowded
+                      else "too many connections" if over_limit
+                      else "the worker is shutting down")
             conn.writer.write(error_response(503, "Service Unavailable", reason.capitalize())
                               if is_http else f"error: {reason}\n".encode())
             await drain(conn.writer, 1.0)
@@ -219,12 +241,10 @@ class TsdWorker(Worker):
         else:
             await serve_lines(conn, first, self, self._session_runner(conn))
 
-    async def _first_bytes(self, conn: Conn, timeout_s: float | None) -> bytes:
-        if timeout_s is None:
-            timeout_s = max(self.limits.head_timeout_s, self.limits.socket_timeout_s)
+    async def _first_bytes(self, conn: Conn, timeout_s: float) -> bytes:
         conn.idle = True
         try:
-            return await read_block(conn.reader, timeout_s)
+            return await read_block(conn.reader, timeout_s or None)
         except (TimeoutError, ConnectionError):
             return b""
         finally:

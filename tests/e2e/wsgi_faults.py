@@ -1,7 +1,9 @@
 """A WSGI app for the server tests: pytsd's, plus paths that misbehave the ways apps can.
 
 ``/test/crash`` raises, ``/test/bad-header`` sends a header value with a line break,
-``/test/sleep?s=N`` blocks its thread for N seconds; everything else is pytsd.
+``/test/sleep?s=N`` blocks its thread for N seconds, ``/test/hold-expensive-lane?s=N`` holds
+the worker's expensive query lane (app/tsdb/admission.py) for N seconds, as a running expensive
+query would; everything else is pytsd.
 """
 
 from __future__ import annotations
@@ -25,4 +27,16 @@ def application(environ: dict[str, Any], start_response: Callable[..., Any]) -> 
         time.sleep(seconds)
         start_response("200 OK", [("Content-Type", "text/plain")])
         return [b"slept %g" % seconds]
+    if path == "/test/hold-expensive-lane":
+        from app.tsdb.admission import admission_for
+
+        seconds = float(environ["QUERY_STRING"].partition("=")[2])
+        lane = admission_for(tsd_application.extensions["tsdb"]).lanes["expensive"]
+        assert lane.enter(seconds)
+        try:
+            time.sleep(seconds)
+        finally:
+            lane.leave()
+        start_response("200 OK", [("Content-Type", "text/plain")])
+        return [b"held %g" % seconds]
     return tsd_application(environ, start_response)
