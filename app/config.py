@@ -47,7 +47,9 @@ SETTINGS: dict[str, Setting] = {
     "tsd.storage.hbase.data_table": Setting("tsdb", str, "Data table (points, annotations)."),
     "tsd.storage.hbase.uid_table": Setting("tsdb-uid", str, "UID table."),
     "tsd.storage.hbase.tree_table": Setting("tsdb-tree", str, "Tree table (created, unused)."),
-    "tsd.storage.hbase.meta_table": Setting("tsdb-meta", str, "Meta table (created, unused)."),
+    "tsd.storage.hbase.meta_table": Setting(
+        "tsdb-meta", str, "Meta table: TSMeta objects and `ts_ctr` counters (docs/meta.md)."
+    ),
     "tsd.storage.hbase.table_prefix": Setting(
         "", str, "pytsd: prefix (or `namespace:`) put before every table name on HBase."
     ),
@@ -84,6 +86,23 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.core.auto_create_tagks": Setting(True, parse_bool, "Assign UIDs to unknown tag keys."),
     "tsd.core.auto_create_tagvs": Setting(True, parse_bool, "Assign UIDs to unknown tag values."),
+    "tsd.core.meta.enable_tsuid_tracking": Setting(
+        False, parse_bool,
+        "Record each series written in `tsdb-meta` (a `ts_ctr` cell; pytsd: once per series, "
+        "process and hour). Needed by the other `tsd.core.meta` switches.",
+    ),
+    "tsd.core.meta.enable_realtime_ts": Setting(
+        False, parse_bool,
+        "With tracking: store a TSMeta object for each new series as it is first written.",
+    ),
+    "tsd.core.meta.enable_tsuid_incrementing": Setting(
+        False, parse_bool,
+        "With tracking and `enable_realtime_ts`: count the points of each series in `ts_ctr` "
+        "(pytsd: one increment per series and write batch).",
+    ),
+    "tsd.core.meta.enable_realtime_uid": Setting(
+        False, parse_bool, "Store a UIDMeta object for each UID as it is assigned.",
+    ),
     "tsd.core.tag.allow_specialchars": Setting(
         "", str, "Extra characters allowed in metric and tag names."
     ),

@@ -27,5 +27,6 @@ from app.api import (  # noqa: E402,F401
     search,
     stats,
     suggest,
+    tsmeta,
     uid,
 )

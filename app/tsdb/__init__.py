@@ -11,6 +11,8 @@ import os
 import threading
 
 from app.config import Config
+from app.meta.tracking import TsuidTracker
+from app.meta.uid_hooks import store_new_uid_meta
 from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
@@ -36,6 +38,7 @@ class TSDB:
         )
         self.data_table_name: str = config["tsd.storage.hbase.data_table"]
         self.uid_table_name: str = config["tsd.storage.hbase.uid_table"]
+        self.meta_table_name: str = config["tsd.storage.hbase.meta_table"]
         widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
                   "tagv": self.layout.tagv_width}
         self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind],
@@ -44,6 +47,16 @@ class TSDB:
         # The plugins the settings enable (plugin/): loaded once per process.
         self.plugins = PluginHost(config)
         self.plugins.attach_uid_filter(self.uids.values())
+        if config["tsd.core.meta.enable_realtime_uid"]:
+            for uids in self.uids.values():
+                uids.on_assigned = store_new_uid_meta
+        # TSUID tracking of the rows written (tsd.core.meta.*; None when it is off).
+        self.tsuid_tracker: TsuidTracker | None = None
+        if config["tsd.core.meta.enable_tsuid_tracking"]:
+            self.tsuid_tracker = TsuidTracker(
+                self.meta_table, self.layout.salt_width, self.layout.metric_width,
+                config["tsd.core.meta.enable_realtime_ts"],
+                config["tsd.core.meta.enable_tsuid_incrementing"])
         # Rows written by this process, for background compaction (None when it is off).
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
@@ -75,6 +88,9 @@ class TSDB:
 
     def uid_table(self) -> Table:
         return self.store.table(self.uid_table_name)
+
+    def meta_table(self) -> Table:
+        return self.store.table(self.meta_table_name)
 
     def table(self, name: str) -> Table:
         """Any table by name (rollup and pre-aggregate tables)."""

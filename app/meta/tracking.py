@@ -1,0 +1,117 @@
+"""TSUID tracking on writes: ``TSDB.addPointInternal``'s meta branch, at a bounded cost.
+
+OpenTSDB 2.4 does, for every data point, when ``tsd.core.meta.enable_tsuid_tracking`` is on:
+
+* ``enable_realtime_ts`` off: put ``ts_ctr = 1`` (the cell's write time marks the series live);
+* ``enable_realtime_ts`` on, ``enable_tsuid_incrementing`` off: get ``ts_meta`` and store a new
+  TSMeta when there is none (``storeIfNecessary``);
+* both on: atomically increment ``ts_ctr`` and store a new TSMeta when it reaches 1.
+
+That is one extra HBase RPC per point (OpenTSDB #549, #575). pytsd does the first two once per
+series, process and clock hour (the put and the check are idempotent, so repeating them within
+the hour adds nothing but ``lastReceived`` precision), and the third once per series and write
+batch, incrementing by the batch's points. This module imports nothing from ``app.tsdb``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Mapping
+
+from app.meta.codec import (
+    TS_COUNTER_COLUMN,
+    TS_META_COLUMN,
+    TSMeta,
+    counter_bytes,
+    created_s,
+    tsuid_of_row,
+)
+from app.storage.base import Table
+from app.storage.codec_cells import APPEND_QUALIFIER, cell_kind, cell_points, iter_qualifiers
+
+Rows = Mapping[bytes, Mapping[bytes, bytes]]
+APPEND_COLUMN = b"t:" + APPEND_QUALIFIER
+
+
+def tracking_enabled(config: Mapping[str, object]) -> bool:
+    return bool(config["tsd.core.meta.enable_tsuid_tracking"])
+
+
+class TsuidTracker:
+    """What one process does about meta data for the rows it writes."""
+
+    def __init__(self, meta_table: Callable[[], Table], salt_width: int, metric_width: int,
+                 realtime_ts: bool, incrementing: bool,
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+        self._table = meta_table
+        self._salt_width, self._metric_width = salt_width, metric_width
+        self.realtime_ts, self.incrementing = realtime_ts, incrementing
+        self._clock_ms = clock_ms
+        self._seen: set[bytes] = set()
+        self._hour = -1
+        self._lock = threading.Lock()
+        # New TSMeta objects stored by this process (for trees and tests).
+        self.created = 0
+
+    def track_rows(self, rows: Rows) -> None:
+        """Record the series of rows just written to the data table."""
+        if self.realtime_ts and self.incrementing:
+            self._increment(self._points_by_tsuid(rows))
+            return
+        fresh = self._fresh({self._tsuid(row) for row in rows})
+        if not fresh:
+            return
+        if self.realtime_ts:
+            for tsuid in sorted(fresh):
+                self._store_if_necessary(tsuid)
+        else:
+            one = counter_bytes(1)
+            self._table().put_many([(tsuid, {TS_COUNTER_COLUMN: one}) for tsuid in sorted(fresh)])
+
+    def _tsuid(self, row: bytes) -> bytes:
+        return tsuid_of_row(row, self._salt_width, self._metric_width)
+
+    def _fresh(self, tsuids: set[bytes]) -> set[bytes]:
+        """The series not yet tracked by this process in this clock hour (now marked)."""
+        hour = self._clock_ms() // 3_600_000
+        with self._lock:
+            if hour != self._hour:
+                self._seen, self._hour = set(), hour
+            fresh = tsuids - self._seen
+            self._seen |= fresh
+        return fresh
+
+    def _points_by_tsuid(self, rows: Rows) -> dict[bytes, int]:
+        counts: dict[bytes, int] = {}
+        for row, cells in rows.items():
+            tsuid = self._tsuid(row)
+            counts[tsuid] = counts.get(tsuid, 0) + sum(
+                _points_in(column, value) for column, value in cells.items())
+        return counts
+
+    def _increment(self, counts: Mapping[bytes, int]) -> None:
+        table = self._table()
+        for tsuid in sorted(counts):
+            if counts[tsuid] and table.counter_inc(tsuid, TS_COUNTER_COLUMN,
+                                                   counts[tsuid]) == counts[tsuid]:
+                self._store_new(table, tsuid)  # the counter was 0: a new series
+
+    def _store_if_necessary(self, tsuid: bytes) -> None:
+        table = self._table()
+        if not table.row(tsuid, [TS_META_COLUMN]).get(TS_META_COLUMN):
+            self._store_new(table, tsuid)
+
+    def _store_new(self, table: Table, tsuid: bytes) -> None:
+        meta = TSMeta(tsuid=tsuid.hex().upper(), created=created_s(self._clock_ms()))
+        table.put(tsuid, {TS_META_COLUMN: meta.storage_json()})
+        self.created += 1
+
+
+def _points_in(column: bytes, value: bytes) -> int:
+    """Data points in one written data-table cell (a point, a compacted column, appends)."""
+    qualifier = column[2:]
+    if column == APPEND_COLUMN:
+        kind = cell_kind(qualifier)
+        return len(cell_points(kind, qualifier, value)) if kind is not None else 0
+    return sum(1 for _ in iter_qualifiers(qualifier))
