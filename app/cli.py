@@ -167,6 +167,52 @@ def uid_grep(kind: str | None, regex: str) -> None:
             click.echo(f"{each} {name}: {uid_bytes.hex().upper()}")
 
 
+@uid.command("rename")
+@click.argument("kind", type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("name")
+@click.argument("new_name")
+def uid_rename(kind: str, name: str, new_name: str) -> None:
+    """Rename a UID (its data keeps the UID; only the name changes)."""
+    from app.tsdb.uid import KIND_LABELS, validate_name
+
+    tsdb = open_tsdb()
+    validate_name(KIND_LABELS[kind], new_name, tsdb.config["tsd.core.tag.allow_specialchars"])
+    tsdb.uids[kind].rename(name, new_name, tsdb.uid_table_name)
+    click.echo(f"{kind} {name} renamed to {new_name}")
+
+
+@uid.command("delete")
+@click.argument("kind", type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("name")
+def uid_delete(kind: str, name: str) -> None:
+    """Delete a UID's mappings and UIDMeta (its data points stay, unreadable by name)."""
+    from app.meta.sync import delete_uid
+
+    uid_bytes = delete_uid(open_tsdb(), kind, name)
+    click.echo(f"UID {kind} {name} ({uid_bytes.hex().upper()}) deleted.")
+
+
+@uid.command("metasync")
+def uid_metasync() -> None:
+    """Create missing TSMeta and UIDMeta from the data table; fix their created times."""
+    from app.meta.sync import metasync
+
+    report = metasync(open_tsdb(), lambda rows: click.echo(f"... {rows} rows", err=True))
+    click.echo(f"scanned {report.rows} rows, {report.series} series: "
+               f"{report.ts_metas_created} TSMeta created, {report.ts_metas_updated} updated, "
+               f"{report.uid_metas_written} UIDMeta written, {report.bad_uids} UIDs without "
+               "a name")
+
+
+@uid.command("metapurge")
+def uid_metapurge() -> None:
+    """Delete every TSMeta, counter and UIDMeta cell."""
+    from app.meta.sync import metapurge
+
+    meta_cells, uid_cells = metapurge(open_tsdb())
+    click.echo(f"deleted {meta_cells} cells from the meta table and {uid_cells} UIDMeta cells")
+
+
 @uid.command("fsck")
 @click.option("--fix", is_flag=True, help="Repair what is found (default: only report).")
 def uid_fsck(fix: bool) -> None:
