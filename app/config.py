@@ -98,7 +98,13 @@ SETTINGS: dict[str, Setting] = {
     "tsd.core.meta.enable_tsuid_incrementing": Setting(
         False, parse_bool,
         "With tracking and `enable_realtime_ts`: count the points of each series in `ts_ctr` "
-        "(pytsd: one increment per series and write batch).",
+        "(pytsd: added up in memory, see `tsd.core.meta.counter_flush_ms`).",
+    ),
+    "tsd.core.meta.counter_flush_ms": Setting(
+        1000, int,
+        "pytsd: with `enable_tsuid_incrementing`, how often (ms) each process adds the points "
+        "it wrote to the series' `ts_ctr` counters, one increment per series (0: every write). "
+        "Counts not yet added are lost if the process dies.",
     ),
     "tsd.core.meta.enable_realtime_uid": Setting(
         False, parse_bool, "Store a UIDMeta object for each UID as it is assigned.",

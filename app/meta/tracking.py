@@ -9,14 +9,19 @@ OpenTSDB 2.4 does, for every data point, when ``tsd.core.meta.enable_tsuid_track
 
 That is one extra HBase RPC per point (OpenTSDB #549, #575). pytsd does the first two once per
 series, process and clock hour (the put and the check are idempotent, so repeating them within
-the hour adds nothing but ``lastReceived`` precision), and the third once per series and write
-batch, incrementing by the batch's points. This module imports nothing from ``app.tsdb``.
+the hour adds nothing but ``lastReceived`` precision). For the third it adds the points up in
+memory and increments each series' counter once per ``tsd.core.meta.counter_flush_ms`` (and when
+the process exits): counts of the last interval are lost if the process dies, and a new series'
+TSMeta appears up to one interval late. This module imports nothing from ``app.tsdb``.
 """
 
 from __future__ import annotations
 
+import atexit
+import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 
 from app.meta.codec import (
@@ -30,8 +35,10 @@ from app.meta.codec import (
 from app.storage.base import Table
 from app.storage.codec_cells import APPEND_QUALIFIER, cell_kind, cell_points, iter_qualifiers
 
+log = logging.getLogger(__name__)
 Rows = Mapping[bytes, Mapping[bytes, bytes]]
 APPEND_COLUMN = b"t:" + APPEND_QUALIFIER
+SINGLE_SECOND_COLUMN_BYTES = 4  # b"t:" and a 2-byte qualifier
 
 
 def tracking_enabled(config: Mapping[str, object]) -> bool:
@@ -42,7 +49,7 @@ class TsuidTracker:
     """What one process does about meta data for the rows it writes."""
 
     def __init__(self, meta_table: Callable[[], Table], salt_width: int, metric_width: int,
-                 realtime_ts: bool, incrementing: bool,
+                 realtime_ts: bool, incrementing: bool, flush_ms: int = 1000,
                  clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
         self._table = meta_table
         self._salt_width, self._metric_width = salt_width, metric_width
@@ -53,11 +60,17 @@ class TsuidTracker:
         self._lock = threading.Lock()
         # New TSMeta objects stored by this process (for trees and tests).
         self.created = 0
+        # Points per series not yet added to their counters, and when they last were.
+        self._pending: dict[bytes, int] = {}
+        self._flush_ms = flush_ms
+        self._flushed_ms = clock_ms()
+        if realtime_ts and incrementing:
+            atexit.register(_flush_at_exit, weakref.ref(self))
 
     def track_rows(self, rows: Rows) -> None:
         """Record the series of rows just written to the data table."""
         if self.realtime_ts and self.incrementing:
-            self._increment(self._points_by_tsuid(rows))
+            self._count(self._points_by_tsuid(rows))
             return
         fresh = self._fresh({self._tsuid(row) for row in rows})
         if not fresh:
@@ -83,19 +96,37 @@ class TsuidTracker:
         return fresh
 
     def _points_by_tsuid(self, rows: Rows) -> dict[bytes, int]:
+        salt, metric_end = self._salt_width, self._salt_width + self._metric_width
+        tags_start = metric_end + 4
+        single = {SINGLE_SECOND_COLUMN_BYTES}
         counts: dict[bytes, int] = {}
         for row, cells in rows.items():
-            tsuid = self._tsuid(row)
-            counts[tsuid] = counts.get(tsuid, 0) + sum(
-                _points_in(column, value) for column, value in cells.items())
+            tsuid = row[salt:metric_end] + row[tags_start:]
+            # The common case first: one point per cell, a 2-byte qualifier each.
+            points = len(cells) if set(map(len, cells)) == single else _points_in_row(cells)
+            counts[tsuid] = counts.get(tsuid, 0) + points
         return counts
 
-    def _increment(self, counts: Mapping[bytes, int]) -> None:
+    def _count(self, counts: Mapping[bytes, int]) -> None:
+        with self._lock:
+            for tsuid, points in counts.items():
+                self._pending[tsuid] = self._pending.get(tsuid, 0) + points
+            due = self._clock_ms() - self._flushed_ms >= self._flush_ms
+        if due:
+            self.flush()
+
+    def flush(self) -> None:
+        """Add the pending points to their counters; a counter that was 0 is a new series."""
+        with self._lock:
+            pending, self._pending = self._pending, {}
+            self._flushed_ms = self._clock_ms()
+        if not pending:
+            return
         table = self._table()
-        for tsuid in sorted(counts):
-            if counts[tsuid] and table.counter_inc(tsuid, TS_COUNTER_COLUMN,
-                                                   counts[tsuid]) == counts[tsuid]:
-                self._store_new(table, tsuid)  # the counter was 0: a new series
+        for tsuid in sorted(pending):
+            if pending[tsuid] and table.counter_inc(tsuid, TS_COUNTER_COLUMN,
+                                                    pending[tsuid]) == pending[tsuid]:
+                self._store_new(table, tsuid)
 
     def _store_if_necessary(self, tsuid: bytes) -> None:
         table = self._table()
@@ -106,6 +137,20 @@ class TsuidTracker:
         meta = TSMeta(tsuid=tsuid.hex().upper(), created=created_s(self._clock_ms()))
         table.put(tsuid, {TS_META_COLUMN: meta.storage_json()})
         self.created += 1
+
+
+def _flush_at_exit(tracker: weakref.ref[TsuidTracker]) -> None:
+    live = tracker()
+    if live is None:
+        return
+    try:
+        live.flush()
+    except Exception:  # the store may be closed or gone by now: the counts are advisory
+        log.warning("could not add the last counts to ts_ctr at exit", exc_info=True)
+
+
+def _points_in_row(cells: Mapping[bytes, bytes]) -> int:
+    return sum(_points_in(column, value) for column, value in cells.items())
 
 
 def _points_in(column: bytes, value: bytes) -> int:

@@ -56,7 +56,8 @@ class TSDB:
             self.tsuid_tracker = TsuidTracker(
                 self.meta_table, self.layout.salt_width, self.layout.metric_width,
                 config["tsd.core.meta.enable_realtime_ts"],
-                config["tsd.core.meta.enable_tsuid_incrementing"])
+                config["tsd.core.meta.enable_tsuid_incrementing"],
+                config["tsd.core.meta.counter_flush_ms"])
         # Rows written by this process, for background compaction (None when it is off).
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:

@@ -19,7 +19,8 @@ from app.tsdb import TSDB
 T0 = 1356998400
 TRACK = {"tsd.core.meta.enable_tsuid_tracking": True}
 REALTIME = {**TRACK, "tsd.core.meta.enable_realtime_ts": True}
-COUNTING = {**REALTIME, "tsd.core.meta.enable_tsuid_incrementing": True}
+COUNTING = {**REALTIME, "tsd.core.meta.enable_tsuid_incrementing": True,
+            "tsd.core.meta.counter_flush_ms": 0}
 # sys.cpu{host=web01} and sys.cpu{host=web02}: metric 1, tagk 1, tagv 1 and 2.
 WEB01, WEB02 = bytes.fromhex("000001000001000001"), bytes.fromhex("000001000001000002")
 Factory = Callable[[dict[str, Any]], FlaskClient]
@@ -112,6 +113,19 @@ def test_incrementing_counts_points(make_client: Factory) -> None:
     assert before <= got["lastReceived"] <= int(time.time())
     assert got["metric"]["name"] == "sys.cpu" and got["metric"]["type"] == "METRIC"
     assert [(t["type"], t["name"]) for t in got["tags"]] == [("TAGK", "host"), ("TAGV", "web01")]
+
+
+def test_counts_wait_for_the_flush_interval(make_client: Factory) -> None:
+    client = make_client({**COUNTING, "tsd.core.meta.counter_flush_ms": 3_600_000})
+    put(client, "web01", 1, 2)
+    put(client, "web01", 3)
+    assert meta_rows(client) == {}  # added up in memory, one increment per series later
+    tracker = tsdb_of(client).tsuid_tracker
+    assert tracker is not None
+    tracker.flush()
+    rows = meta_rows(client)
+    assert rows[WEB01][b"name:ts_ctr"] == (3).to_bytes(8, "big")
+    assert b"name:ts_meta" in rows[WEB01]
 
 
 def test_realtime_uid_stores_uid_meta_on_assignment(make_client: Factory) -> None:
