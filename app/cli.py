@@ -213,6 +213,15 @@ def uid_metapurge() -> None:
     click.echo(f"deleted {meta_cells} cells from the meta table and {uid_cells} UIDMeta cells")
 
 
+@uid.command("treesync")
+def uid_treesync() -> None:
+    """Run every stored TSMeta through every enabled tree (builds branches and leaves)."""
+    from app.meta.tree_builder import treesync
+
+    metas, trees = treesync(open_tsdb())
+    click.echo(f"processed {metas} TSMeta objects through {trees} trees")
+
+
 @uid.command("fsck")
 @click.option("--fix", is_flag=True, help="Repair what is found (default: only report).")
 def uid_fsck(fix: bool) -> None:

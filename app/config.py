@@ -46,7 +46,10 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.storage.hbase.data_table": Setting("tsdb", str, "Data table (points, annotations)."),
     "tsd.storage.hbase.uid_table": Setting("tsdb-uid", str, "UID table."),
-    "tsd.storage.hbase.tree_table": Setting("tsdb-tree", str, "Tree table (created, unused)."),
+    "tsd.storage.hbase.tree_table": Setting(
+        "tsdb-tree", str, "Tree table: tree definitions, rules, branches and leaves "
+        "(docs/meta.md)."
+    ),
     "tsd.storage.hbase.meta_table": Setting(
         "tsdb-meta", str, "Meta table: TSMeta objects and `ts_ctr` counters (docs/meta.md)."
     ),
@@ -105,6 +108,11 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: with `enable_tsuid_incrementing`, how often (ms) each process adds the points "
         "it wrote to the series' `ts_ctr` counters, one increment per series (0: every write). "
         "Counts not yet added are lost if the process dies.",
+    ),
+    "tsd.core.tree.enable_processing": Setting(
+        False, parse_bool,
+        "Run each new TSMeta through the enabled trees as it is stored (tracking with "
+        "`enable_realtime_ts`, `/api/uid/tsmeta` with `create=true`, `pytsd uid metasync`).",
     ),
     "tsd.core.meta.enable_realtime_uid": Setting(
         False, parse_bool, "Store a UIDMeta object for each UID as it is assigned.",

@@ -27,6 +27,7 @@ from app.api import (  # noqa: E402,F401
     search,
     stats,
     suggest,
+    tree,
     tsmeta,
     uid,
 )

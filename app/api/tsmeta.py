@@ -111,8 +111,10 @@ def _edit(tsdb: TSDB, tsuid_text: str, given: dict[str, Any], overwrite: bool) -
     if ts_meta_exists(tsdb, tsuid):
         return sync_ts_meta(tsdb, tsuid, given, overwrite)
     if param("create") == "true":
-        return store_new_ts_meta(tsdb, tsuid, given, given.get("created", 0),
+        meta = store_new_ts_meta(tsdb, tsuid, given, given.get("created", 0),
                                  counter_if_missing=True)
+        tsdb.new_ts_meta(tsuid)  # through the trees, when tsd.core.tree.enable_processing
+        return meta
     raise BadRequestError('Could not find TSMeta, specify "create=true" to create a new one.')
 
 

@@ -244,13 +244,15 @@ def jackson_string(text: str) -> str:
     return "".join(out)
 
 
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
+def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
     """The order ``new HashMap<>(map)`` iterates these keys (``setCustom`` copies the map):
-    by bucket ``(h ^ h >>> 16) & (capacity - 1)`` of ``String.hashCode``, then by key."""
+    by bucket ``(h ^ h >>> 16) & (capacity - 1)`` of ``String.hashCode``, then by key.
+    ``capacity``: a map made with ``new HashMap<>()`` (16) that never grew."""
     ordered = sorted(keys)
-    capacity = 1
-    while capacity < int(len(ordered) / 0.75 + 1):
-        capacity <<= 1
+    if not capacity:
+        capacity = 1
+        while capacity < int(len(ordered) / 0.75 + 1):
+            capacity <<= 1
 
     def bucket(key: str) -> int:
         h = 0

@@ -103,6 +103,7 @@ def _sync_series(tsdb: TSDB, tsuid: bytes, base_s: int, report: SyncReport) -> N
         meta = TSMeta(tsuid=tsuid.hex().upper(), created=base_s)
         table.put(tsuid, {TS_META_COLUMN: meta.storage_json()})
         report.ts_metas_created += 1
+        tsdb.new_ts_meta(tsuid)  # through the trees, when tsd.core.tree.enable_processing
         return
     stored = ts_meta_from_storage(raw, tsuid.hex().upper())
     if stored.created == 0 or stored.created > base_s + 3600:

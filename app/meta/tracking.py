@@ -50,7 +50,8 @@ class TsuidTracker:
 
     def __init__(self, meta_table: Callable[[], Table], salt_width: int, metric_width: int,
                  realtime_ts: bool, incrementing: bool, flush_ms: int = 1000,
-                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000) -> None:
+                 clock_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+                 on_new_ts_meta: Callable[[bytes], None] | None = None) -> None:
         self._table = meta_table
         self._salt_width, self._metric_width = salt_width, metric_width
         self.realtime_ts, self.incrementing = realtime_ts, incrementing
@@ -58,8 +59,9 @@ class TsuidTracker:
         self._seen: set[bytes] = set()
         self._hour = -1
         self._lock = threading.Lock()
-        # New TSMeta objects stored by this process (for trees and tests).
+        # New TSMeta objects stored by this process; what to call for each (trees).
         self.created = 0
+        self._on_new_ts_meta = on_new_ts_meta
         # Points per series not yet added to their counters, and when they last were.
         self._pending: dict[bytes, int] = {}
         self._flush_ms = flush_ms
@@ -137,6 +139,8 @@ class TsuidTracker:
         meta = TSMeta(tsuid=tsuid.hex().upper(), created=created_s(self._clock_ms()))
         table.put(tsuid, {TS_META_COLUMN: meta.storage_json()})
         self.created += 1
+        if self._on_new_ts_meta is not None:
+            self._on_new_ts_meta(tsuid)
 
 
 def _flush_at_exit(tracker: weakref.ref[TsuidTracker]) -> None:
