@@ -170,3 +170,42 @@ def test_delete_then_treesync_rebuilds(make_client: Factory) -> None:
     assert treesync(tsdb_of(client)) == (1, 1)
     cpu = client.get("/api/tree/branch?branch=00010001BECD000181A8").get_json()
     assert [leaf["tsuid"] for leaf in cpu["leaves"]] == [WEB01]
+
+
+def test_every_rule_type(make_client: Factory) -> None:
+    client = make_client({"tsd.core.meta.enable_tsuid_tracking": True,
+                          "tsd.core.meta.enable_realtime_ts": True})
+    body = {"metric": "sys.cpu.user", "timestamp": T0, "value": 1, "tags": {"host": "web01"}}
+    assert client.post("/api/put", json=body).status_code == 204
+    for uid_type, custom in (("metric", {"owner": "ops"}), ("tagk", {"role": "hosts"}),
+                             ("tagv", {"dc": "lga"})):
+        response = client.post("/api/uid/uidmeta", json={"uid": "000001", "type": uid_type,
+                                                         "custom": custom})
+        assert response.status_code == 200
+    assert client.post("/api/tree?name=All").status_code == 200
+    rules = [
+        {"level": 0, "order": 0, "type": "TAGV_CUSTOM", "field": "web01", "customField": "dc",
+         "displayFormat": "dc-{value}"},
+        {"level": 1, "order": 0, "type": "TAGK_CUSTOM", "field": "host",
+         "customField": "missing"},
+        {"level": 1, "order": 1, "type": "TAGK_CUSTOM", "field": "host", "customField": "role",
+         "displayFormat": "{tag_name}:{value}"},
+        {"level": 2, "order": 0, "type": "METRIC_CUSTOM", "field": "sys.cpu.user",
+         "customField": "owner"},
+        {"level": 3, "order": 0, "type": "TAGK", "field": "host", "regex": "^([a-z]+)(\\d+)",
+         "regexGroupIdx": 1},
+        {"level": 4, "order": 0, "type": "METRIC", "regex": "\\.([a-z]+)$",
+         "displayFormat": "{ovalue}/{value}"},
+    ]
+    response = client.post("/api/tree/rules", json=[{"treeId": 1, **r} for r in rules])
+    assert response.status_code == 204
+    result = client.get(f"/api/tree/test?treeid=1&tsuids={WEB01}").get_json()[WEB01]
+    assert "No match on custom tag [missing] for rule: [1:1:0:TAGK_CUSTOM]" in result["messages"]
+    names, branch = [], result["branch"]
+    while branch["branches"]:
+        branch = branch["branches"][0]
+        names.append(branch["displayName"])
+    assert names == ["dc-lga", "role:hosts", "ops", "01"]
+    assert [leaf["displayName"] for leaf in branch["leaves"]] == ["sys.cpu.user/user"]
+    assert branch["path"] == {"0": "ROOT", "1": "dc-lga", "2": "role:hosts", "3": "ops",
+                              "4": "01"}
