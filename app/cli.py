@@ -245,6 +245,38 @@ def uid_fsck(fix: bool) -> None:
     sys.exit(1 if report.errors else 0)
 
 
+@main.command("fsck")
+@click.option("--full-scan", is_flag=True, help="Accepted for OpenTSDB's syntax: always full.")
+@click.option("--fix", is_flag=True, help="Fix what the other flags allow.")
+@click.option("--fix-all", is_flag=True, help="Every flag below but --last-write-wins.")
+@click.option("--compact", is_flag=True, help="With --fix: rewrite every row compacted.")
+@click.option("--resolve-duplicates", is_flag=True, help="Keep one point per timestamp.")
+@click.option("--last-write-wins", is_flag=True, help="Keep the newest write (else oldest).")
+@click.option("--delete-orphans", is_flag=True, help="Delete rows whose UIDs have no name.")
+@click.option("--delete-unknown-columns", is_flag=True, help="Delete unknown columns.")
+@click.option("--delete-bad-rows", is_flag=True, help="Delete rows with invalid keys.")
+@click.option("--delete-bad-compacts", is_flag=True, help="Delete undecodable compactions.")
+def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
+                 resolve_duplicates: bool, last_write_wins: bool, delete_orphans: bool,
+                 delete_unknown_columns: bool, delete_bad_rows: bool,
+                 delete_bad_compacts: bool) -> None:
+    """Check the data table as OpenTSDB's fsck does (exit 1 when it found errors, fixed or
+    not, as OpenTSDB does)."""
+    from app.tsdb.fsck import FsckOptions, fsck
+
+    del full_scan
+    options = FsckOptions.fix_all() if fix_all else FsckOptions(
+        fix, compact, resolve_duplicates, last_write_wins, delete_orphans,
+        delete_unknown_columns, delete_bad_rows, delete_bad_compacts)
+    options.last_write_wins = last_write_wins
+    report = fsck(open_tsdb(), options, lambda rows: click.echo(f"... {rows} rows", err=True))
+    for line in report.messages:
+        click.echo(f"ERROR: {line}")
+    for line in report.summary():
+        click.echo(line)
+    sys.exit(1 if report.errors else 0)
+
+
 @main.command()
 @click.argument("metric")
 @click.option("--start", "start_s", type=int, default=0, help="Unix seconds, inclusive.")
