@@ -192,12 +192,24 @@ def uid_delete(kind: str, name: str) -> None:
     click.echo(f"UID {kind} {name} ({uid_bytes.hex().upper()}) deleted.")
 
 
+def _progress(rows: int, last_row: bytes) -> None:
+    click.echo(f"... {rows} rows (to resume: --start-row {last_row.hex()})", err=True)
+
+
+def _start_row(text: str | None) -> bytes | None:
+    try:
+        return bytes.fromhex(text) if text else None
+    except ValueError:
+        raise click.BadParameter(f"not hex: {text}", param_hint="--start-row") from None
+
+
 @uid.command("metasync")
-def uid_metasync() -> None:
+@click.option("--start-row", default=None, help="Resume at this row key (hex, from progress).")
+def uid_metasync(start_row: str | None) -> None:
     """Create missing TSMeta and UIDMeta from the data table; fix their created times."""
     from app.meta.sync import metasync
 
-    report = metasync(open_tsdb(), lambda rows: click.echo(f"... {rows} rows", err=True))
+    report = metasync(open_tsdb(), _progress, _start_row(start_row))
     click.echo(f"scanned {report.rows} rows, {report.series} series: "
                f"{report.ts_metas_created} TSMeta created, {report.ts_metas_updated} updated, "
                f"{report.uid_metas_written} UIDMeta written, {report.bad_uids} UIDs without "
@@ -256,10 +268,11 @@ def uid_fsck(fix: bool) -> None:
 @click.option("--delete-unknown-columns", is_flag=True, help="Delete unknown columns.")
 @click.option("--delete-bad-rows", is_flag=True, help="Delete rows with invalid keys.")
 @click.option("--delete-bad-compacts", is_flag=True, help="Delete undecodable compactions.")
+@click.option("--start-row", default=None, help="Resume at this row key (hex, from progress).")
 def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
                  resolve_duplicates: bool, last_write_wins: bool, delete_orphans: bool,
                  delete_unknown_columns: bool, delete_bad_rows: bool,
-                 delete_bad_compacts: bool) -> None:
+                 delete_bad_compacts: bool, start_row: str | None) -> None:
     """Check the data table as OpenTSDB's fsck does (exit 1 when it found errors, fixed or
     not, as OpenTSDB does)."""
     from app.tsdb.fsck import FsckOptions, fsck
@@ -269,7 +282,7 @@ def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
         fix, compact, resolve_duplicates, last_write_wins, delete_orphans,
         delete_unknown_columns, delete_bad_rows, delete_bad_compacts)
     options.last_write_wins = last_write_wins
-    report = fsck(open_tsdb(), options, lambda rows: click.echo(f"... {rows} rows", err=True))
+    report = fsck(open_tsdb(), options, _progress, _start_row(start_row))
     for line in report.messages:
         click.echo(f"ERROR: {line}")
     for line in report.summary():

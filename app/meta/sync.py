@@ -26,7 +26,8 @@ from app.meta.store import load_uid_meta
 from app.tsdb import TSDB
 from app.tsdb.uid import KINDS
 
-Progress = Callable[[int], None]
+Progress = Callable[[int, bytes], None]
+PROGRESS_ROWS = 100_000
 
 
 @dataclass
@@ -39,18 +40,20 @@ class SyncReport:
     bad_uids: int = 0
 
 
-def first_hours(tsdb: TSDB, progress: Progress | None = None
+def first_hours(tsdb: TSDB, progress: Progress | None = None, start_row: bytes | None = None
                 ) -> tuple[dict[bytes, int], int]:
-    """Each series' earliest base time (s), from a key-only scan; and the rows scanned."""
+    """Each series' earliest base time (s), from a key-only scan from ``start_row``; and the
+    rows scanned. ``progress(rows, last_row)`` every 100,000 rows."""
     layout = tsdb.layout
     salt, metric_end = layout.salt_width, layout.salt_width + layout.metric_width
     pair = layout.tagk_width + layout.tagv_width
     first: dict[bytes, int] = {}
     rows = 0
-    for key, _ in tsdb.data_table().scan(keys_only=True, batch_size=5000):
+    for key, _ in tsdb.data_table().scan(row_start=start_row, keys_only=True,
+                                         batch_size=5000):
         rows += 1
-        if progress is not None and rows % 100_000 == 0:
-            progress(rows)
+        if progress is not None and rows % PROGRESS_ROWS == 0:
+            progress(rows, key)
         tags_len = len(key) - metric_end - 4
         if tags_len <= 0 or tags_len % pair or not any(key[salt:metric_end]):
             continue  # not a series row (global annotations, damaged keys)
@@ -61,8 +64,10 @@ def first_hours(tsdb: TSDB, progress: Progress | None = None
     return first, rows
 
 
-def metasync(tsdb: TSDB, progress: Progress | None = None) -> SyncReport:
-    first, rows = first_hours(tsdb, progress)
+def metasync(tsdb: TSDB, progress: Progress | None = None,
+             start_row: bytes | None = None) -> SyncReport:
+    """Sync the series of the rows from ``start_row`` on (all by default)."""
+    first, rows = first_hours(tsdb, progress, start_row)
     report = SyncReport(rows=rows, series=len(first))
     uid_first: dict[tuple[str, bytes], int] = {}
     layout = tsdb.layout

@@ -40,6 +40,7 @@ from app.tsdb import TSDB
 from app.tsdb.tsuid import tsuid_tags
 
 DATA_FAMILY = b"t:"
+PROGRESS_ROWS = 100_000
 
 
 @dataclass
@@ -120,13 +121,16 @@ class _Point:
 
 
 def fsck(tsdb: TSDB, options: FsckOptions,
-         progress: Callable[[int], None] | None = None) -> FsckReport:
+         progress: Callable[[int, bytes], None] | None = None,
+         start_row: bytes | None = None) -> FsckReport:
+    """Check every row from ``start_row`` (a previous run's progress line) to the end;
+    ``progress(rows, last_row)`` every 100,000 rows."""
     report = FsckReport()
     checker = _RowChecker(tsdb, options, report)
-    for row, cells in tsdb.data_table().scan(batch_size=1000):
+    for row, cells in tsdb.data_table().scan(row_start=start_row, batch_size=1000):
         report.rows += 1
-        if progress is not None and report.rows % 100_000 == 0:
-            progress(report.rows)
+        if progress is not None and report.rows % PROGRESS_ROWS == 0:
+            progress(report.rows, row)
         checker.check(row, cells)
     return report
 

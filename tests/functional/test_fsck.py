@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from app.cli import main
@@ -123,3 +124,19 @@ def test_cli(tmp_path: Path) -> None:
     fixing = runner.invoke(main, ["fsck", "--fix"], env=env)
     assert fixing.exit_code == 1  # errors were found (and fixed): OpenTSDB's exit code too
     assert runner.invoke(main, ["fsck"], env=env).exit_code == 0
+
+
+def test_progress_and_resume(tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    from app.tsdb import fsck as fsck_module
+
+    setup(tsdb)
+    tsdb.data_table().put(ROW, {b"t:" + q(20) + q(10): b"\x02\x01\x00"})  # damage in ROW
+    monkeypatch.setattr(fsck_module, "PROGRESS_ROWS", 1)
+    seen: list[tuple[int, bytes]] = []
+    report = fsck(tsdb, FsckOptions(), lambda rows, last: seen.append((rows, last)))
+    assert report.errors == 1
+    assert [last for _, last in seen] == [ROW, ROW[:3] + (T0 + 3600).to_bytes(4, "big")
+                                          + ROW[7:]]
+    # Resuming after ROW (the progress line's key plus one byte) skips it.
+    resumed = fsck(tsdb, FsckOptions(), start_row=ROW + b"\x00")
+    assert (resumed.rows, resumed.errors) == (1, 0)
