@@ -14,6 +14,9 @@ same.
 from __future__ import annotations
 
 import re
+import threading
+import time
+import weakref
 from dataclasses import dataclass, field
 
 from app.meta.codec import TSMeta, UIDMeta
@@ -303,14 +306,30 @@ def _tag_value(tags: list[UIDMeta], tagk: str) -> str | None:
     return None
 
 
+# The enabled trees each process last loaded, and when: ``processAllTrees`` reloads them every
+# five minutes (loading scans the whole tree table), so a new or edited tree takes effect on
+# new series within five minutes, as in OpenTSDB.
+TREE_RELOAD_S = 300
+_loaded_trees: weakref.WeakKeyDictionary[TSDB, tuple[float, list[Tree]]] = (
+    weakref.WeakKeyDictionary())
+_trees_lock = threading.Lock()
+
+
+def enabled_trees(tsdb: TSDB) -> list[Tree]:
+    with _trees_lock:
+        loaded = _loaded_trees.get(tsdb)
+        if loaded is None or time.monotonic() - loaded[0] > TREE_RELOAD_S:
+            trees = [t for t in fetch_all_trees(tsdb) if t.enabled and t.rules]
+            loaded = _loaded_trees[tsdb] = (time.monotonic(), trees)
+        return loaded[1]
+
+
 def process_through_trees(tsdb: TSDB, meta: TSMeta) -> int:
     """``processAllTrees``: a new TSMeta through every enabled tree; the trees it entered."""
-    count = 0
-    for tree in fetch_all_trees(tsdb):
-        if tree.enabled and tree.rules:
-            TreeBuilder(tsdb, tree).process(meta)
-            count += 1
-    return count
+    trees = enabled_trees(tsdb)
+    for tree in trees:
+        TreeBuilder(tsdb, tree).process(meta)
+    return len(trees)
 
 
 def process_new_ts_meta(tsdb: TSDB, tsuid: bytes) -> int:
