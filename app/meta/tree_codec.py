@@ -11,7 +11,9 @@ Layout (``Tree.java``, ``TreeRule.java``, ``Branch.java``, ``Leaf.java``), famil
     row = tree ID + 0x01                 tree_collision:<TSUID bytes>   -> existing TSUID (text)
     row = tree ID + 0x02                 tree_not_matched:<TSUID bytes> -> message
 
-The API field orders are Jackson's for these beans, as OpenTSDB's documentation prints them.
+The API field orders are Jackson's for these beans (properties backed by a field of the same
+name first, in declaration order, then getter-only ones), as OpenTSDB 2.4.1's own classes
+serialise them under Jackson 2.9.5; the documentation's examples come from older versions.
 """
 
 from __future__ import annotations
@@ -178,11 +180,11 @@ class Tree:
                             for level, orders in sorted(self.rules.items()))
         return _object([("name", jackson_string(self.name)),
                         ("description", jackson_string(self.description)),
-                        ("notes", jackson_string(self.notes)), ("rules", rules),
+                        ("notes", jackson_string(self.notes)),
+                        ("enabled", _bool(self.enabled)), ("rules", rules),
                         ("created", str(self.created)), ("treeId", str(self.tree_id)),
                         ("strictMatch", _bool(self.strict_match)),
-                        ("storeFailures", _bool(self.store_failures)),
-                        ("enabled", _bool(self.enabled))])
+                        ("storeFailures", _bool(self.store_failures))])
 
 
 def tree_from_json(tree_id: int, data: Mapping[str, object]) -> Tree:
@@ -296,8 +298,8 @@ class Branch:
         branches = "null" if self.branches is None else "[" + ",".join(
             b.api_json() for b in self.branches) + "]"
         return _object([("leaves", leaves), ("branches", branches), ("path", _path_json(path)),
-                        ("treeId", str(self.tree_id)),
                         ("displayName", jackson_string(self.display_name)),
+                        ("treeId", str(self.tree_id)),
                         ("branchId", jackson_string(self.branch_id().hex().upper())),
                         ("depth", str(max(path)))])
 

@@ -1,6 +1,7 @@
 """/api/tree and its sub-endpoints, and realtime tree processing, on both backends. Branch IDs
-are those of OpenTSDB's documentation (ROOT/sys/cpu); messages and JSON are written by hand from
-TreeRpc, TreeBuilder and the Jackson orders OpenTSDB's docs print. UIDs start at 000001."""
+are those of OpenTSDB's documentation (ROOT/sys/cpu); messages written by hand from TreeRpc and
+TreeBuilder; JSON orders as OpenTSDB 2.4.1's classes print them (tests/unit/meta). UIDs start
+at 000001."""
 
 from __future__ import annotations
 
@@ -47,8 +48,8 @@ def test_tree_definitions_and_rules(client: FlaskClient, tsdb: TSDB) -> None:
     response = client.post("/api/tree", json={"name": "Net", "description": "d"})
     assert response.status_code == 200
     assert response.get_data(as_text=True) == (
-        '{"name":"Net","description":"d","notes":"","rules":null,"created":0,"treeId":1,'
-        '"strictMatch":false,"storeFailures":false,"enabled":false}')
+        '{"name":"Net","description":"d","notes":"","enabled":false,"rules":null,"created":0,'
+        '"treeId":1,"strictMatch":false,"storeFailures":false}')
     assert tsdb.tree_table().row(b"\x00\x01") == {b"t:tree": (
         b'{"name":"Net","description":"d","notes":"","strictMatch":false,"created":0,'
         b'"enabled":false,"storeFailures":false}')}

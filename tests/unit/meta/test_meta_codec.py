@@ -1,6 +1,7 @@
-"""The meta cells byte for byte as OpenTSDB 2.4 writes them. Every expected value is written by
-hand from TSMeta#getStorageJSON, UIDMeta#getStorageJSON and Jackson's bean order (fields with a
-backing field of the same name first, in declaration order, then getter-only names)."""
+"""The meta cells byte for byte as OpenTSDB 2.4 writes them. Expected values are written by hand
+from TSMeta#getStorageJSON, UIDMeta#getStorageJSON and Jackson's bean order, and checked against
+what OpenTSDB 2.4.1's own classes print (opentsdb-2.4.1.jar, Jackson 2.9.5, JDK 17): the TSMeta
+API string below, custom map included, is that output."""
 
 from __future__ import annotations
 
@@ -50,6 +51,18 @@ def test_uid_meta_storage_json_and_column() -> None:
     tagv = UIDMeta(kind="tagv", uid="000002", name="web01", custom={"a": "b"})
     assert tagv.storage_json() == (b'{"type":"TAGV","displayName":"","description":"",'
                                    b'"notes":"","created":0,"custom":{"a":"b"}}')
+
+
+def test_ts_meta_api_json_as_opentsdb_prints_it() -> None:
+    metric = UIDMeta(kind="metrics", uid="000001", name="sys.cpu.0")
+    meta = TSMeta(tsuid=TSUID, created=1350425579, custom={"c": "1", "d": "2"}, metric=metric,
+                  tags=[])
+    assert meta.api_json() == (
+        '{"tsuid":"000001000001000001","metric":{"uid":"000001","type":"METRIC",'
+        '"name":"sys.cpu.0","description":"","notes":"","created":0,"custom":null,'
+        '"displayName":""},"tags":[],"description":"","notes":"","created":1350425579,'
+        '"custom":{"d":"2","c":"1"},"units":"","retention":0,"max":"NaN","min":"NaN",'
+        '"displayName":"","dataType":"","lastReceived":0,"totalDatapoints":0}')
 
 
 def test_api_json_orders() -> None:

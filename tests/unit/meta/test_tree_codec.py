@@ -1,6 +1,7 @@
 """tsdb-tree cells byte for byte. Branch IDs are the examples of OpenTSDB's /api/tree/branch
-documentation (tree 1, ROOT/sys/cpu/mboard); JSON written by hand from Tree#toStorageJson,
-Branch#toStorageJson, Leaf#toStorageJson and the Jackson orders OpenTSDB's docs print."""
+documentation (tree 1, ROOT/sys/cpu/mboard). The JSON strings are what OpenTSDB 2.4.1's own
+classes printed (opentsdb-2.4.1.jar, its JSON helper, Jackson 2.9.5, JDK 17: toStorageJson and
+JSON.serializeToBytes of a Tree, TreeRule, Branch and Leaf built the same way)."""
 
 from __future__ import annotations
 
@@ -23,12 +24,11 @@ def test_branch_ids_match_opentsdbs_documentation() -> None:
 
 def test_branch_api_json() -> None:
     cpu = Branch(tree_id=1, display_name="cpu", path={0: "ROOT", 1: "sys"})
-    cpu.add_leaf(Leaf("user", "000001000001000001", "sys.cpu.0.user", {"host": "web01"}), None)
+    cpu.add_leaf(Leaf("user", "000001000001000001"), None)
     assert cpu.api_json() == (
-        '{"leaves":[{"metric":"sys.cpu.0.user","tags":{"host":"web01"},'
-        '"tsuid":"000001000001000001","displayName":"user"}],"branches":null,'
-        '"path":{"0":"ROOT","1":"sys","2":"cpu"},"treeId":1,"displayName":"cpu",'
-        '"branchId":"00010001BECD000181A8","depth":2}')
+        '{"leaves":[{"metric":"","tags":null,"tsuid":"000001000001000001","displayName":"user"}],'
+        '"branches":null,"path":{"0":"ROOT","1":"sys","2":"cpu"},"displayName":"cpu",'
+        '"treeId":1,"branchId":"00010001BECD000181A8","depth":2}')
 
 
 def test_leaf_cell() -> None:
@@ -47,18 +47,17 @@ def test_tree_and_rule_json() -> None:
         '"displayFormat":""}')
     assert rule_qualifier(1, 0) == b"tree_rule:1:0"
     assert str(rule) == "[1:0:0:TAGK]"
-    tree = Tree(tree_id=1, name="Test Tree", description="My Description", notes="Details",
-                enabled=True, created=1356998400)
+    tree = Tree(tree_id=1, name="Test Tree", created=1356998400)
     assert tree.storage_json() == (
-        b'{"name":"Test Tree","description":"My Description","notes":"Details",'
-        b'"strictMatch":false,"created":1356998400,"enabled":true,"storeFailures":false}')
-    assert tree.api_json() == (
-        '{"name":"Test Tree","description":"My Description","notes":"Details","rules":null,'
-        '"created":1356998400,"treeId":1,"strictMatch":false,"storeFailures":false,'
-        '"enabled":true}')
+        b'{"name":"Test Tree","description":"","notes":"","strictMatch":false,'
+        b'"created":1356998400,"enabled":false,"storeFailures":false}')
     tree.add_rule(rule)
-    assert tree.api_json().startswith('{"name":"Test Tree","description":"My Description",'
-                                      '"notes":"Details","rules":{"0":{"0":{"type":"TAGK"')
+    assert tree.api_json() == (
+        '{"name":"Test Tree","description":"","notes":"","enabled":false,"rules":{"0":{"0":'
+        + rule.json_text() + '}},"created":1356998400,"treeId":1,"strictMatch":false,'
+        '"storeFailures":false}')
+    assert Tree(tree_id=2).api_json().startswith(
+        '{"name":"","description":"","notes":"","enabled":false,"rules":null,')
 
 
 def test_java_split() -> None:
