@@ -1,7 +1,7 @@
 """The meta cells byte for byte as OpenTSDB 2.4 writes them. Expected values are written by hand
 from TSMeta#getStorageJSON, UIDMeta#getStorageJSON and Jackson's bean order, and checked against
 what OpenTSDB 2.4.1's own classes print (opentsdb-2.4.1.jar, Jackson 2.9.5, JDK 17): the TSMeta
-API string below, custom map included, is that output."""
+API string below, custom map included, is that output (scripts/opentsdb/MetaJsonProbe.java)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,7 @@
 """TreeBuilder, step for step: each expected message list and branch JSON below is what OpenTSDB
 2.4.1's own TreeBuilder printed for the same tree and TSMeta (opentsdb-2.4.1.jar, test mode,
-a fresh ROOT; Jackson 2.9.5, JDK 17). No storage is touched in test mode."""
+a fresh ROOT; Jackson 2.9.5, JDK 17: scripts/opentsdb/MetaJsonProbe.java). No storage is
+touched in test mode."""
 
 from __future__ import annotations
 

@@ -1,7 +1,8 @@
 """tsdb-tree cells byte for byte. Branch IDs are the examples of OpenTSDB's /api/tree/branch
 documentation (tree 1, ROOT/sys/cpu/mboard). The JSON strings are what OpenTSDB 2.4.1's own
 classes printed (opentsdb-2.4.1.jar, its JSON helper, Jackson 2.9.5, JDK 17: toStorageJson and
-JSON.serializeToBytes of a Tree, TreeRule, Branch and Leaf built the same way)."""
+JSON.serializeToBytes of a Tree, TreeRule, Branch and Leaf built the same way:
+scripts/opentsdb/MetaJsonProbe.java)."""
 
 from __future__ import annotations
 
