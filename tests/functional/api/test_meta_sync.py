@@ -93,6 +93,7 @@ def test_cli_commands(tmp_path: Path) -> None:
     assert run("uid", "metasync").endswith(
         "scanned 1 rows, 1 series: 1 TSMeta created, 0 updated, 3 UIDMeta written, "
         "0 UIDs without a name\n")
+    assert run("uid", "treesync") == "processed 1 TSMeta objects through 0 trees\n"
     assert run("uid", "rename", "metrics", "sys.cpu", "sys.cpu.user") == (
         "metrics sys.cpu renamed to sys.cpu.user\n")
     assert run("uid", "grep", "metrics", "cpu") == "metrics sys.cpu.user: 000001\n"
