@@ -167,6 +167,73 @@ def uid_grep(kind: str | None, regex: str) -> None:
             click.echo(f"{each} {name}: {uid_bytes.hex().upper()}")
 
 
+@uid.command("rename")
+@click.argument("kind", type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("name")
+@click.argument("new_name")
+def uid_rename(kind: str, name: str, new_name: str) -> None:
+    """Rename a UID (its data keeps the UID; only the name changes)."""
+    from app.tsdb.uid import KIND_LABELS, validate_name
+
+    tsdb = open_tsdb()
+    validate_name(KIND_LABELS[kind], new_name, tsdb.config["tsd.core.tag.allow_specialchars"])
+    tsdb.uids[kind].rename(name, new_name, tsdb.uid_table_name)
+    click.echo(f"{kind} {name} renamed to {new_name}")
+
+
+@uid.command("delete")
+@click.argument("kind", type=click.Choice(["metrics", "tagk", "tagv"]))
+@click.argument("name")
+def uid_delete(kind: str, name: str) -> None:
+    """Delete a UID's mappings and UIDMeta (its data points stay, unreadable by name)."""
+    from app.meta.sync import delete_uid
+
+    uid_bytes = delete_uid(open_tsdb(), kind, name)
+    click.echo(f"UID {kind} {name} ({uid_bytes.hex().upper()}) deleted.")
+
+
+def _progress(rows: int, last_row: bytes) -> None:
+    click.echo(f"... {rows} rows (to resume: --start-row {last_row.hex()})", err=True)
+
+
+def _start_row(text: str | None) -> bytes | None:
+    try:
+        return bytes.fromhex(text) if text else None
+    except ValueError:
+        raise click.BadParameter(f"not hex: {text}", param_hint="--start-row") from None
+
+
+@uid.command("metasync")
+@click.option("--start-row", default=None, help="Resume at this row key (hex, from progress).")
+def uid_metasync(start_row: str | None) -> None:
+    """Create missing TSMeta and UIDMeta from the data table; fix their created times."""
+    from app.meta.sync import metasync
+
+    report = metasync(open_tsdb(), _progress, _start_row(start_row))
+    click.echo(f"scanned {report.rows} rows, {report.series} series: "
+               f"{report.ts_metas_created} TSMeta created, {report.ts_metas_updated} updated, "
+               f"{report.uid_metas_written} UIDMeta written, {report.bad_uids} UIDs without "
+               "a name")
+
+
+@uid.command("metapurge")
+def uid_metapurge() -> None:
+    """Delete every TSMeta, counter and UIDMeta cell."""
+    from app.meta.sync import metapurge
+
+    meta_cells, uid_cells = metapurge(open_tsdb())
+    click.echo(f"deleted {meta_cells} cells from the meta table and {uid_cells} UIDMeta cells")
+
+
+@uid.command("treesync")
+def uid_treesync() -> None:
+    """Run every stored TSMeta through every enabled tree (builds branches and leaves)."""
+    from app.meta.tree_builder import treesync
+
+    metas, trees = treesync(open_tsdb())
+    click.echo(f"processed {metas} TSMeta objects through {trees} trees")
+
+
 @uid.command("fsck")
 @click.option("--fix", is_flag=True, help="Repair what is found (default: only report).")
 def uid_fsck(fix: bool) -> None:
@@ -189,6 +256,39 @@ def uid_fsck(fix: bool) -> None:
         again = fsck(tsdb)
         click.echo(f"after fixing: {len(again.errors)} errors, {len(again.warnings)} warnings")
         sys.exit(1 if again.errors else 0)
+    sys.exit(1 if report.errors else 0)
+
+
+@main.command("fsck")
+@click.option("--full-scan", is_flag=True, help="Accepted for OpenTSDB's syntax: always full.")
+@click.option("--fix", is_flag=True, help="Fix what the other flags allow.")
+@click.option("--fix-all", is_flag=True, help="Every flag below but --last-write-wins.")
+@click.option("--compact", is_flag=True, help="With --fix: rewrite every row compacted.")
+@click.option("--resolve-duplicates", is_flag=True, help="Keep one point per timestamp.")
+@click.option("--last-write-wins", is_flag=True, help="Keep the newest write (else oldest).")
+@click.option("--delete-orphans", is_flag=True, help="Delete rows whose UIDs have no name.")
+@click.option("--delete-unknown-columns", is_flag=True, help="Delete unknown columns.")
+@click.option("--delete-bad-rows", is_flag=True, help="Delete rows with invalid keys.")
+@click.option("--delete-bad-compacts", is_flag=True, help="Delete undecodable compactions.")
+@click.option("--start-row", default=None, help="Resume at this row key (hex, from progress).")
+def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
+                 resolve_duplicates: bool, last_write_wins: bool, delete_orphans: bool,
+                 delete_unknown_columns: bool, delete_bad_rows: bool,
+                 delete_bad_compacts: bool, start_row: str | None) -> None:
+    """Check the data table as OpenTSDB's fsck does (exit 1 when it found errors, fixed or
+    not, as OpenTSDB does)."""
+    from app.tsdb.fsck import FsckOptions, fsck
+
+    del full_scan
+    options = FsckOptions.fix_all() if fix_all else FsckOptions(
+        fix, compact, resolve_duplicates, last_write_wins, delete_orphans,
+        delete_unknown_columns, delete_bad_rows, delete_bad_compacts)
+    options.last_write_wins = last_write_wins
+    report = fsck(open_tsdb(), options, _progress, _start_row(start_row))
+    for line in report.messages:
+        click.echo(f"ERROR: {line}")
+    for line in report.summary():
+        click.echo(line)
     sys.exit(1 if report.errors else 0)
 
 

@@ -46,8 +46,13 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.storage.hbase.data_table": Setting("tsdb", str, "Data table (points, annotations)."),
     "tsd.storage.hbase.uid_table": Setting("tsdb-uid", str, "UID table."),
-    "tsd.storage.hbase.tree_table": Setting("tsdb-tree", str, "Tree table (created, unused)."),
-    "tsd.storage.hbase.meta_table": Setting("tsdb-meta", str, "Meta table (created, unused)."),
+    "tsd.storage.hbase.tree_table": Setting(
+        "tsdb-tree", str, "Tree table: tree definitions, rules, branches and leaves "
+        "(docs/meta.md)."
+    ),
+    "tsd.storage.hbase.meta_table": Setting(
+        "tsdb-meta", str, "Meta table: TSMeta objects and `ts_ctr` counters (docs/meta.md)."
+    ),
     "tsd.storage.hbase.table_prefix": Setting(
         "", str, "pytsd: prefix (or `namespace:`) put before every table name on HBase."
     ),
@@ -105,6 +110,34 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.core.auto_create_tagks": Setting(True, parse_bool, "Assign UIDs to unknown tag keys."),
     "tsd.core.auto_create_tagvs": Setting(True, parse_bool, "Assign UIDs to unknown tag values."),
+    "tsd.core.meta.enable_tsuid_tracking": Setting(
+        False, parse_bool,
+        "Record each series written in `tsdb-meta` (a `ts_ctr` cell; pytsd: once per series, "
+        "process and hour). Needed by the other `tsd.core.meta` switches.",
+    ),
+    "tsd.core.meta.enable_realtime_ts": Setting(
+        False, parse_bool,
+        "With tracking: store a TSMeta object for each new series as it is first written.",
+    ),
+    "tsd.core.meta.enable_tsuid_incrementing": Setting(
+        False, parse_bool,
+        "With tracking and `enable_realtime_ts`: count the points of each series in `ts_ctr` "
+        "(pytsd: added up in memory, see `tsd.core.meta.counter_flush_ms`).",
+    ),
+    "tsd.core.meta.counter_flush_ms": Setting(
+        1000, int,
+        "pytsd: with `enable_tsuid_incrementing`, how often (ms) each process adds the points "
+        "it wrote to the series' `ts_ctr` counters, one increment per series (0: every write). "
+        "Counts not yet added are lost if the process dies.",
+    ),
+    "tsd.core.tree.enable_processing": Setting(
+        False, parse_bool,
+        "Run each new TSMeta through the enabled trees as it is stored (tracking with "
+        "`enable_realtime_ts`, `/api/uid/tsmeta` with `create=true`, `pytsd uid metasync`).",
+    ),
+    "tsd.core.meta.enable_realtime_uid": Setting(
+        False, parse_bool, "Store a UIDMeta object for each UID as it is assigned.",
+    ),
     "tsd.core.tag.allow_specialchars": Setting(
         "", str, "Extra characters allowed in metric and tag names."
     ),

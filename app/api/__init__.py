@@ -29,5 +29,7 @@ from app.api import (  # noqa: E402,F401
     self_stats,
     stats,
     suggest,
+    tree,
+    tsmeta,
     uid,
 )

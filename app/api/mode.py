@@ -13,7 +13,7 @@ from app.errors import NotFoundError
 # First path segment after /api (or /api/v1) -> the modes that serve it.
 # dropcaches is an admin action: a read-only TSD refuses it too.
 WRITE_ENDPOINTS = frozenset({"put", "rollup", "annotation", "annotations", "uid", "dropcaches",
-                             "histogram"})
+                             "histogram", "tree"})
 READ_ENDPOINTS = frozenset({"query", "search", "suggest"})
 
 

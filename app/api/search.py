@@ -1,13 +1,15 @@
-"""``/api/search/lookup``: series of a metric and/or tags, without ``tsdb-meta`` (``SearchRpc``).
+"""``/api/search/lookup``: series of a metric and/or tags, without ``tsdb-meta`` (``SearchRpc``);
+the other search types, without a plugin, from :mod:`app.meta.search`.
 
 GET ``m=metric{k=v,...}`` (see :mod:`app.tsdb.lookup` for the grammar), ``limit``, and pytsd's
 ``start``/``end`` (any ``/api/query`` time format) bounding the scan in time. POST the JSON
 ``{"metric", "tags": [{"key", "value"}], "limit", "start", "end"}``. ``useMeta`` is accepted and
-ignored: the data table is always used. The other search types need a search plugin.
+ignored: the data table is always used.
 """
 
 from __future__ import annotations
 
+import json
 import time
 from typing import Any
 
@@ -16,9 +18,10 @@ from flask import Response, current_app, jsonify, request
 from app.api import bp
 from app.api.body import json_body, param, parse_int_param
 from app.errors import BadRequestError, TsdbError
+from app.meta import search as meta_search
 from app.query.timeparse import parse_duration_ms, parse_time
 from app.tsdb import TSDB
-from app.tsdb.lookup import Pair, lookup_series, parse_lookup_m
+from app.tsdb.lookup import Pair, lookup_series, name_series, parse_lookup_m
 
 PLUGIN_TYPES = ("tsmeta", "tsmeta_summary", "tsuids", "uidmeta", "annotation")
 
@@ -123,6 +126,76 @@ def search_other(search_type: str) -> Response:
     if search_type.lower() == "lookup":  # OpenTSDB matches the type case-insensitively
         return lookup()
     if search_type.lower() in PLUGIN_TYPES:
-        raise BadRequestError("Searching is not enabled",
-                              "pytsd has no search plugin; /api/search/lookup works without one")
+        return _search(search_type.lower())
     raise BadRequestError("Invalid search query type supplied", f"Unknown type: {search_type}")
+
+
+# --- tsmeta, tsmeta_summary, tsuids, uidmeta, annotation ------------------------------------
+
+
+def _search_request() -> tuple[str, int, int]:
+    """``(query, limit, start index)`` from the JSON body or the query string."""
+    if request.method == "POST" and request.get_data(cache=True).strip():
+        body = json_body()
+        if not isinstance(body, dict):
+            raise BadRequestError("Unable to parse the given JSON", "Expected a JSON object")
+        query = body.get("query") or "*"
+        if not isinstance(query, str):
+            raise BadRequestError("Unable to parse the given JSON", "query must be a string")
+        raw_limit, raw_index = body.get("limit"), body.get("startIndex")
+    else:
+        query = param("query") or ""
+        if not query:
+            raise BadRequestError("Missing parameter <code>query</code>")
+        raw_limit, raw_index = param("limit"), param("start_index")
+    limit = parse_int_param(raw_limit, "Unable to convert 'limit' to a valid number")
+    index = parse_int_param(raw_index, "Unable to convert 'start_index' to a valid number")
+    if (limit is not None and limit < 0) or (index is not None and index < 0):
+        raise BadRequestError("Unable to convert 'limit' to a valid number" if index is None
+                              or index >= 0 else
+                              "Unable to convert 'start_index' to a valid number",
+                              "limit and start_index are 0 or more")
+    return query, 25 if limit is None else limit, index or 0
+
+
+def _search(search_type: str) -> Response:
+    tsdb: TSDB = current_app.extensions["tsdb"]
+    query, limit, start_index = _search_request()
+    started = time.monotonic()
+    terms = meta_search.parse_search_query(query)
+    total, results = _search_results(tsdb, search_type, terms, limit, start_index)
+    elapsed_ms = float(round((time.monotonic() - started) * 1000))
+    fields = [("type", json.dumps(search_type.upper())),
+              ("query", json.dumps(query, ensure_ascii=False)), ("metric", '"*"'),
+              ("limit", str(limit)), ("time", repr(elapsed_ms)),
+              ("results", "[" + ",".join(results) + "]"), ("startIndex", str(start_index)),
+              ("totalResults", str(total))]
+    text = "{" + ",".join(f'"{key}":{value}' for key, value in fields) + "}"
+    return Response(text, mimetype="application/json; charset=UTF-8")
+
+
+def _search_results(tsdb: TSDB, search_type: str, terms: meta_search.SearchTerms, limit: int,
+                    start_index: int) -> tuple[int, list[str]]:
+    """The number of hits and the JSON of the page ``[start_index, start_index + limit)``."""
+    end = start_index + limit
+    timeout_ms = tsdb.config["tsd.query.timeout"]
+    if search_type == "uidmeta":
+        uids = meta_search.search_uid_metas(tsdb, terms)
+        metas = (meta_search.uid_meta_or_none(tsdb, kind, uid)
+                 for kind, uid in uids[start_index:end])
+        return len(uids), [meta.api_json() for meta in metas if meta is not None]
+    if search_type == "annotation":
+        notes = meta_search.search_notes(tsdb, terms)
+        return len(notes), [json.dumps(note.api_json(), ensure_ascii=False,
+                                       separators=(",", ":")) for note in notes[start_index:end]]
+    tsuids = meta_search.search_tsuids(tsdb, terms, timeout_ms)
+    page = tsuids[start_index:end]
+    if search_type == "tsuids":
+        return len(tsuids), [json.dumps(tsuid.hex().upper()) for tsuid in page]
+    if search_type == "tsmeta":
+        ts_metas = (meta_search.ts_meta_or_default(tsdb, tsuid) for tsuid in page)
+        return len(tsuids), [meta.api_json() for meta in ts_metas if meta is not None]
+    summaries = (name_series(tsdb, tsuid) for tsuid in page)
+    return len(tsuids), [json.dumps({"tsuid": s.tsuid, "metric": s.metric, "tags": s.tags},
+                                    ensure_ascii=False, separators=(",", ":"))
+                         for s in summaries if s is not None]

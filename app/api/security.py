@@ -29,6 +29,9 @@ ADMIN_ENDPOINTS = (
     ("annotation/bulk", "DELETE"),
     ("annotations/bulk", "DELETE"),
     ("query", "DELETE"),
+    ("uid/rename", None),
+    *((f"uid/{meta}", verb) for meta in ("uidmeta", "tsmeta")
+      for verb in ("POST", "PUT", "DELETE")),
 )
 #: First path segments under /api whose non-GET verbs change data.
 WRITE_SEGMENTS = frozenset({"put", "annotation", "annotations", "uid", "tree", "rollup",

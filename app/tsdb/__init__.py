@@ -7,11 +7,14 @@ SQLite handles.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from collections.abc import Callable
 
 from app.config import Config
+from app.meta.tracking import TsuidTracker
+from app.meta.uid_hooks import store_new_uid_meta
 from app.storage import open_store
 from app.storage.base import Store, Table
 from app.storage.codec import RowKeyLayout
@@ -22,6 +25,8 @@ from app.tsdb.rollup_config import RollupConfig, load_rollup_config
 from app.tsdb.schema import ensure_tables
 from app.tsdb.uid import KINDS, UniqueId
 from plugin.manager import PluginHost
+
+log = logging.getLogger(__name__)
 
 
 class TSDB:
@@ -38,6 +43,8 @@ class TSDB:
         )
         self.data_table_name: str = config["tsd.storage.hbase.data_table"]
         self.uid_table_name: str = config["tsd.storage.hbase.uid_table"]
+        self.meta_table_name: str = config["tsd.storage.hbase.meta_table"]
+        self.tree_table_name: str = config["tsd.storage.hbase.tree_table"]
         widths = {"metrics": self.layout.metric_width, "tagk": self.layout.tagk_width,
                   "tagv": self.layout.tagv_width}
         self.uids = {kind: UniqueId(self.uid_table, kind, widths[kind],
@@ -46,6 +53,19 @@ class TSDB:
         # The plugins the settings enable (plugin/): loaded once per process.
         self.plugins = PluginHost(config)
         self.plugins.attach_uid_filter(self.uids.values())
+        if config["tsd.core.meta.enable_realtime_uid"]:
+            for uids in self.uids.values():
+                uids.on_assigned = store_new_uid_meta
+        # TSUID tracking of the rows written (tsd.core.meta.*; None when it is off).
+        self.tsuid_tracker: TsuidTracker | None = None
+        if config["tsd.core.meta.enable_tsuid_tracking"]:
+            self.tsuid_tracker = TsuidTracker(
+                self.meta_table, self.layout.salt_width, self.layout.metric_width,
+                config["tsd.core.meta.enable_realtime_ts"],
+                config["tsd.core.meta.enable_tsuid_incrementing"],
+                config["tsd.core.meta.counter_flush_ms"],
+                on_new_ts_meta=self.new_ts_meta if config["tsd.core.tree.enable_processing"]
+                else None)
         # Rows written by this process, for background compaction (None when it is off).
         self.compaction_queue: CompactionQueue | None = None
         if config["tsd.storage.compaction.background"] and config["tsd.storage.enable_compaction"]:
@@ -80,6 +100,23 @@ class TSDB:
 
     def uid_table(self) -> Table:
         return self.store.table(self.uid_table_name)
+
+    def new_ts_meta(self, tsuid: bytes) -> None:
+        """A TSMeta was just stored: run it through the enabled trees
+        (``tsd.core.tree.enable_processing``); a failure there never fails the write."""
+        # app.meta sits above app.tsdb (it reads through a TSDB), hence the late import.
+        from app.meta.tree_builder import process_new_ts_meta
+
+        try:
+            process_new_ts_meta(self, tsuid)
+        except Exception:  # trees are derived data: log, keep writing
+            log.warning("tree processing of %s failed", tsuid.hex().upper(), exc_info=True)
+
+    def meta_table(self) -> Table:
+        return self.store.table(self.meta_table_name)
+
+    def tree_table(self) -> Table:
+        return self.store.table(self.tree_table_name)
 
     def table(self, name: str) -> Table:
         """Any table by name (rollup and pre-aggregate tables)."""

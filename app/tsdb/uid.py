@@ -100,6 +100,8 @@ class UniqueId:
         self._pending: dict[str, Future[bytes]] = {}
         # Called before a new UID is assigned (the UID filter plugins); raises to refuse.
         self.assign_filter: AssignFilter | None = None
+        # Called with (table, kind, uid, name) once a UID is assigned (realtime UIDMeta).
+        self.on_assigned: Callable[[Table, str, bytes, str], None] | None = None
         # For /api/stats (tsd.uid.cache-hit/-miss): lookups answered by the caches or not.
         self.cache_hits = 0
         self.cache_misses = 0
@@ -237,6 +239,8 @@ class UniqueId:
             if table.check_and_put(forward_row, self._column(ID_FAMILY), None, uid):
                 self._count(created=1)
                 self._remember(name, uid)
+                if self.on_assigned is not None:
+                    self.on_assigned(table, self.kind, uid, name)
                 return uid
             # Another writer assigned the name first: its UID is the name's. Ours named
             # nothing but the reverse row just written, which goes (no forward mapping can
@@ -256,6 +260,26 @@ class UniqueId:
             raise UidExhaustedError(
                 f"All Unique IDs for {self.kind} on {self.width} bytes are already assigned!")
         return new_id.to_bytes(self.width, "big")
+
+    def rename(self, old_name: str, new_name: str, table_label: str) -> None:
+        """``UniqueId.rename``: reverse mapping first, then the new forward mapping, then the
+        old forward mapping goes (a crash midway leaves both names on the UID, never none).
+        Other processes keep the old name in their caches until they drop them."""
+        uid = self.get_id(old_name)
+        taken = self.find_id(new_name)
+        if taken is not None:
+            raise BadRequestError(
+                f'When trying rename("{old_name}", "{new_name}") on UniqueId({table_label}, '
+                f"{self.kind}, {self.width}): new name already assigned ID="
+                f"[{', '.join(str(b - 256 if b > 127 else b) for b in taken)}]")
+        check_row_key_size(self.kind, new_name)
+        table = self._table()
+        table.put(uid, {self._column(NAME_FAMILY): new_name.encode("utf-8")})
+        table.put(new_name.encode("utf-8"), {self._column(ID_FAMILY): uid})
+        with self._lock:
+            self._by_name.pop(old_name, None)
+            self._remember(new_name, uid)
+        table.delete(old_name.encode("utf-8"), [self._column(ID_FAMILY)])
 
     def suggest(self, prefix: str, limit: int) -> list[str]:
         """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""

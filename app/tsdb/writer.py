@@ -199,12 +199,14 @@ class PointWriter:
             for row, row_cells in rows.items():
                 for column, entry in row_cells.items():
                     table.append(row, column, entry)
-            return
-        if compact_rows:
-            rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
-        table.put_many(sorted(rows.items()))
-        if self.tsdb.compaction_queue is not None:
-            self.tsdb.compaction_queue.add(rows)
+        else:
+            if compact_rows:
+                rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
+            table.put_many(sorted(rows.items()))
+            if self.tsdb.compaction_queue is not None:
+                self.tsdb.compaction_queue.add(rows)
+        if self.tsdb.tsuid_tracker is not None:  # tsd.core.meta.*: app/meta/tracking.py
+            self.tsdb.tsuid_tracker.track_rows(rows)
 
     # --- series: validation and UIDs -----------------------------------------------------
 

@@ -84,6 +84,11 @@ class OpenTSDB:
         if self.managed:
             self._script("stop")
 
+    def tool(self, cls: str, *args: str) -> str:
+        """Run an OpenTSDB CLI class (``UidManager``, ``Fsck``) over this TSD's tables with
+        its settings; no TSD needs to run. Returns the output."""
+        return self._script("tool", cls, *args)
+
     def fsck_errors(self) -> int:
         """``Fsck --full-scan``'s total error count over this TSD's tables (read only)."""
         output = self._script("tool", "net.opentsdb.tools.Fsck", "--full-scan")

@@ -13,6 +13,8 @@ from flask.testing import FlaskClient
     ("ro", "post", "/api/put", 404),
     ("ro", "get", "/api/uid/assign?metric=a", 404),
     ("ro", "post", "/api/v1/annotation", 404),
+    ("ro", "get", "/api/tree", 404),  # RpcManager registers TreeRpc in rw and wo modes only
+    ("wo", "get", "/api/tree", 200),
     ("ro", "get", "/api/suggest?type=metrics", 200),
     ("wo", "get", "/api/suggest?type=metrics", 404),
     ("wo", "get", "/api/query?start=1h-ago&m=sum:a", 404),
