@@ -97,6 +97,12 @@ def test_status_counts_uids_and_points(client: FlaskClient) -> None:
     assert status["storage"]["backend"] in ("sqlite", "hbase")
     assert status["uids"] == {"metrics": 2, "tagk": 2, "tagv": 3}
     assert status["worker"]["pointsWritten"] - before == 9
+    # The explorer opens on the metric named last: net.bytes was put after sys.cpu.user.
+    assert status["newestMetric"] == "net.bytes"
+
+
+def test_status_without_metrics_has_no_newest(client: FlaskClient) -> None:
+    assert client.get("/ui/api/status").json["newestMetric"] == ""
 
 
 def test_storage_summary() -> None:
