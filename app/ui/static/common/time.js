@@ -25,9 +25,9 @@ export function zoneLabel(ms = Date.now()) {
   return zone === "utc" ? "UTC" : `${BROWSER_ZONE} (your browser, ${offsetText(ms)})`;
 }
 
-/** The option text for each zone choice. */
-export const zoneOptionText = (value) => (value === "utc" ? "UTC"
-  : `Browser: ${BROWSER_ZONE}`);
+/** The option text for each zone choice (short: the full zone name is written under the
+ * inputs, and a long one would be cut in a narrow select). */
+export const zoneOptionText = (value) => (value === "utc" ? "UTC" : "Your browser's");
 
 /** Calendar fields of a time in the chosen zone. */
 export function fields(ms) {
