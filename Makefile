@@ -29,7 +29,8 @@ DEMO_HOURS ?= 24
 export TSD_STORAGE ?= sqlite:///$(CURDIR)/data/pytsd.db
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test run serve demo test test-fast test-unit lint fmt typecheck \
+.PHONY: help install install-test run serve demo test test-fast test-unit screenshots lint fmt \
+        typecheck \
         check bench \
         hbase-up hbase-down hbase-status up down ci clean lock oracle-up oracle-down \
         oracle-status test-differential
@@ -86,6 +87,10 @@ test-fast:  ## Run the tests without installing first; pytest arguments in ARGS=
 test-unit:  ## Run the unit tests only (pure, a few seconds); more pytest arguments in ARGS=
 	$(call need,pytest)
 	scripts/run-tests.sh -q tests/unit $(ARGS)
+
+screenshots:  ## Regenerate the README's pictures (docs/images/) with the browser tests
+	$(call need,pytest)
+	TSD_UPDATE_SCREENSHOTS=1 scripts/run-tests.sh -q tests/e2e/test_screenshots_and_grafana.py
 
 lint:  ## ruff check (pyflakes, pycodestyle, isort, bugbear, complexity, import bans)
 	$(call need,ruff)

@@ -298,8 +298,12 @@ function init() {
   $("bulk-delete").addEventListener("click", () => remove(table.selectedNotes()));
   $("clear-selection").addEventListener("click", () => table.clearSelection());
   $("undo").addEventListener("click", undo);
+  // Only a new width redraws: a height change (a phone's address bar) changes nothing drawn.
   let resizeTimer = null;
+  let drawnWidth = window.innerWidth;
   window.addEventListener("resize", () => {
+    if (window.innerWidth === drawnWidth) return;
+    drawnWidth = window.innerWidth;
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => state.range && renderChart(), 150);
   });

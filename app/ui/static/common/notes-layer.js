@@ -113,7 +113,6 @@ export function drawNoteRules(context) {
   const { svg, x, box, notes } = context;
   const group = el("g", { class: "notes" });
   const rowEnds = new Array(LABEL_ROWS).fill(-Infinity);
-  const bandTop = box.top - LABEL_BAND_PX;
   let unlabelled = 0;
   for (const note of notes) {
     const x0 = x(note.startMs);
@@ -127,7 +126,8 @@ export function drawNoteRules(context) {
       class: "flag" }));
     const label = placeLabel(rowEnds, x0, note.description, box.right);
     if (label) {
-      node.append(el("text", { x: x0 + 5, y: bandTop + 12 + label.row * ROW_PX,
+      // Row 0 just above the flags, further rows upwards.
+      node.append(el("text", { x: x0 + 5, y: box.top - FLAG_PX - 4 - label.row * ROW_PX,
         class: "label" }, label.text));
     } else {
       unlabelled += 1;

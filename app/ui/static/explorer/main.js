@@ -407,8 +407,12 @@ function wire() {
     applyAddress(new URLSearchParams(location.search));
     run({ push: false });
   });
+  // Only a new width redraws: a height change (a phone's address bar) changes nothing drawn.
   let resizeTimer = null;
+  let drawnWidth = window.innerWidth;
   window.addEventListener("resize", () => {
+    if (window.innerWidth === drawnWidth) return;
+    drawnWidth = window.innerWidth;
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => state.last && state.view === "chart" && draw(), 150);
   });
