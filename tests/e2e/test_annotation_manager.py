@@ -16,7 +16,7 @@ import pytest
 import requests
 
 from tests.e2e.conftest import ARTIFACTS, open_context
-from tests.e2e.layout import WIDTHS, assert_layout_holds, outside_their_panels
+from tests.e2e.layout import WIDTHS, assert_layout_holds, cut_selects, outside_their_panels
 
 DAY_S = 86400
 
@@ -343,6 +343,7 @@ def test_now_is_not_a_test_dependency() -> None:
     assert week(0) < time.time() - 7 * DAY_S
 
 
+LONG_ZONE = "America/Argentina/Buenos_Aires"
 CAPTION_FITS = """() => {
   const caption = document.querySelector("#notes-caption").getBoundingClientRect();
   const scroller = document.querySelector(".table-scroll").getBoundingClientRect();
@@ -360,7 +361,8 @@ def test_layout_holds_at_every_width(browser: Any, live_server: str, console_err
                                                                        "ticket": "OPS-1234"})
     put_note(live_server, start + 5400, f"CPU spike with a long description {run}", web01,
              endTime=start + 9000)
-    context, page = open_context(browser, console_errors,
+    # A long zone name: the select must not cut it, nor the text under it leave the panel.
+    context, page = open_context(browser, console_errors, timezone_id=LONG_ZONE,
                                  viewport={"width": width, "height": 900})
     try:
         open_week(page, live_server, start)
@@ -375,6 +377,12 @@ def test_layout_holds_at_every_width(browser: Any, live_server: str, console_err
                 "section[aria-labelledby=notes-heading]").bounding_box()
             assert box is not None and panel is not None
             assert box["x"] + box["width"] <= panel["x"] + panel["width"]
+        # The browser's zone fits its select too (the full zone name is written below it).
+        page.get_by_label("Time zone").select_option("local")
+        page.locator("#range-format").filter(has_text="Buenos_Aires").wait_for()
+        assert cut_selects(page) == [] and outside_their_panels(page) == []
+        page.get_by_label("Time zone").select_option("utc")
+        page.get_by_role("status").filter(has_text="Showing 2").wait_for()
         ARTIFACTS.mkdir(exist_ok=True)
         page.screenshot(path=str(ARTIFACTS / f"annotations-{width}.png"), full_page=True)
 
