@@ -11,9 +11,12 @@ import json
 import re
 import subprocess
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+
+from tests.e2e.conftest import ARTIFACTS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCUMENTS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -68,3 +71,21 @@ def test_curl_examples_run_as_written(live_server: str, document: str,
             continue  # 204 No Content: a put without ?details
         answer = json.loads(done.stdout)
         assert not (isinstance(answer, dict) and "error" in answer), (document, command, answer)
+
+
+def test_docs_read_as_pages_with_their_pictures(page: Any, live_server: str) -> None:
+    page.goto(f"{live_server}/docs/")
+    page.get_by_role("link", name="ui.md").click()
+    page.wait_for_url(f"{live_server}/docs/ui.md")
+    assert page.locator("article h1").inner_text() == "The web pages"
+    picture = page.get_by_role("img", name="The query explorer")
+    assert picture.evaluate("img => img.complete && img.naturalWidth") == 1280
+    # A link to a section of another document lands on that section.
+    page.locator("article a[href='annotations.md#the-annotation-page']").first.click()
+    page.wait_for_url(f"{live_server}/docs/annotations.md#the-annotation-page")
+    assert page.locator("#the-annotation-page").inner_text() == "The annotation page"
+    assert page.get_by_role("img", name="The annotation manager").evaluate(
+        "img => img.naturalWidth") == 1280
+    assert page.locator("article table").count() >= 3
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / "docs-annotations.png"))
