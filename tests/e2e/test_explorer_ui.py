@@ -113,6 +113,11 @@ def test_build_run_copy_and_restore_a_query(page: Any, live_server: str) -> None
     global_notes = {n["description"] for n in results[0]["globalAnnotations"]}
     assert {"CPU spike on web01", "Kernel upgrade"} <= series_notes
     assert {"Deploy v1.2.3", "Deploy v1.2.4"} <= global_notes
+    # Note labels sit in a band above the plot: none covers a line.
+    frame_top = page.evaluate("document.querySelector('#chart rect.frame').getBBox().y")
+    label_bottoms = page.eval_on_selector_all(
+        "#chart text.label", "nodes => nodes.map(n => n.getBBox().y + n.getBBox().height)")
+    assert label_bottoms and max(label_bottoms) <= frame_top
     drawn = page.locator("#chart g.note title").all_text_contents()
     assert sorted(drawn) == sorted(series_notes | global_notes)
     assert page.locator("#chart g.note-series").count() == len(series_notes)
