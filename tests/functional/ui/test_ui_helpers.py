@@ -181,9 +181,9 @@ def test_docs_are_served_as_html_pages(client: FlaskClient) -> None:
     # The documents' own links and pictures work: section anchors, images under /docs/images/.
     assert '<h2 id="the-annotation-page">' in doc.text
     assert '<img src="images/annotations.png" alt="The annotation manager"' in doc.text
-    image = client.get("/docs/images/annotations.png")
-    assert image.status_code == 200 and image.mimetype == "image/png"
-    assert image.data.startswith(b"\x89PNG")
+    with client.get("/docs/images/annotations.png") as image:  # closes the file it sends
+        assert image.status_code == 200 and image.mimetype == "image/png"
+        assert image.data.startswith(b"\x89PNG")
     # Tables are tables, code stays code.
     assert "<table>" in doc.text and "<pre><code" in doc.text
     parser = _Inline()
