@@ -19,13 +19,19 @@ INSTALLED_TEST := $(VENV)/.installed-test
 HBASE := scripts/hbase/hbase.sh
 OPENTSDB := scripts/opentsdb/opentsdb.sh
 HBASE_THRIFT_PORT ?= 9090
-PORT ?= 4242
+# The port is one setting, tsd.network.port: TSD_NETWORK_PORT=4302 make run (or
+# tsd.network.port in the TSD_CONFIG file); PORT=4302 is a shorthand that sets it.
+ifdef PORT
+export TSD_NETWORK_PORT := $(PORT)
+endif
 DEMO_HOURS ?= 24
 # sqlite:/// + an absolute path (four slashes): the same file whatever the working directory.
 export TSD_STORAGE ?= sqlite:///$(CURDIR)/data/pytsd.db
 
 .DEFAULT_GOAL := help
-.PHONY: help install install-test run serve demo test test-fast lint fmt typecheck check bench \
+.PHONY: help install install-test run serve demo test test-fast test-unit screenshots lint fmt \
+        typecheck \
+        check bench \
         hbase-up hbase-down hbase-status up down ci clean lock oracle-up oracle-down \
         oracle-status test-differential
 
@@ -34,6 +40,11 @@ help:  ## List the targets
 
 $(PYTHON):
 	scripts/make-venv.sh $(VENV)
+
+# $(call need,module): stop with a hint when .venv lacks a test or dev tool (`make run`
+# installs only what serving needs).
+need = @$(PYTHON) -c "import $(1)" 2>/dev/null || { echo "$(1) is not installed in .venv: \
+run 'make install-test' first (the test and dev tools: pytest, ruff, mypy, Chromium)" >&2; exit 2; }
 
 install: $(INSTALLED)  ## Install pytsd (editable) with the HBase client into .venv
 $(INSTALLED): $(INSTALL_INPUTS) | $(PYTHON)
@@ -55,13 +66,13 @@ lock: install-test  ## Rewrite constraints.txt from .venv (after changing depend
 	mv constraints.txt.new constraints.txt
 	@touch $(INSTALLED) $(INSTALLED_TEST)  # .venv is what the new file says
 
-run: install  ## Serve on http://127.0.0.1:4242 with demo data (loaded on first run)
+run: install  ## Serve on http://127.0.0.1:4242 (TSD_NETWORK_PORT or PORT=...) with demo data (loaded on first run)
 	pytsd demo --if-empty --hours $(DEMO_HOURS)
-	TSD_CORE_AUTO_CREATE_METRICS=$${TSD_CORE_AUTO_CREATE_METRICS:-true} pytsd serve --port $(PORT)
+	TSD_CORE_AUTO_CREATE_METRICS=$${TSD_CORE_AUTO_CREATE_METRICS:-true} pytsd serve
 
 serve: install  ## Serve without loading demo data
 	pytsd create-tables
-	pytsd serve --port $(PORT)
+	pytsd serve
 
 demo: install  ## (Re)load the demo data set
 	pytsd demo
@@ -69,16 +80,28 @@ demo: install  ## (Re)load the demo data set
 test: install-test  ## Run the whole test suite (HBase tests too when `make hbase-up` ran)
 	scripts/run-tests.sh
 
-test-fast:  ## Run the tests without installing anything first
-	scripts/run-tests.sh
+test-fast:  ## Run the tests without installing first; pytest arguments in ARGS="-x tests/unit"
+	$(call need,pytest)
+	scripts/run-tests.sh $(ARGS)
+
+test-unit:  ## Run the unit tests only (pure, a few seconds); more pytest arguments in ARGS=
+	$(call need,pytest)
+	scripts/run-tests.sh -q tests/unit $(ARGS)
+
+screenshots:  ## Regenerate the README's pictures (docs/images/) with the browser tests
+	$(call need,pytest)
+	TSD_UPDATE_SCREENSHOTS=1 scripts/run-tests.sh -q tests/e2e/test_screenshots_and_grafana.py
 
 lint:  ## ruff check (pyflakes, pycodestyle, isort, bugbear, complexity, import bans)
+	$(call need,ruff)
 	$(PYTHON) -m ruff check .
 
 fmt:  ## Apply ruff's safe fixes
+	$(call need,ruff)
 	$(PYTHON) -m ruff check --fix .
 
 typecheck:  ## mypy over app/ and plugin/
+	$(call need,mypy)
 	$(PYTHON) -m mypy
 
 check: lint typecheck test  ## lint + typecheck + test
@@ -86,8 +109,8 @@ check: lint typecheck test  ## lint + typecheck + test
 bench: install  ## Run the benchmarks and print their figures
 	scripts/run-bench.sh
 
-hbase-up:  ## Start a standalone HBase + Thrift (jars from Maven Central, cached)
-	HBASE_THRIFT_PORT=$(HBASE_THRIFT_PORT) $(HBASE) start
+hbase-up: install  ## Start a standalone HBase + Thrift (jars from Maven Central, cached)
+	PYTHON=$(PYTHON) HBASE_THRIFT_PORT=$(HBASE_THRIFT_PORT) $(HBASE) start
 
 hbase-down:  ## Stop that HBase
 	$(HBASE) stop
@@ -105,6 +128,7 @@ oracle-status:  ## Is that OpenTSDB running?
 	$(OPENTSDB) status
 
 test-differential:  ## The differential suite: pytsd against OpenTSDB 2.4.1 (needs HBase)
+	$(call need,pytest)
 	$(PYTHON) -m pytest -q -p no:cacheprovider tests/differential
 
 up:  ## docker compose up: HBase, pytsd with demo data, provisioned Grafana

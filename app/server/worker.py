@@ -122,12 +122,13 @@ class TsdWorker(Worker):
         heartbeat.cancel()
         # Back to gunicorn's handlers before the loop closes its wake-up pipe: a second
         # SIGTERM from the arbiter while the process exits must neither kill it (the default
-        # action) nor write to a closed pipe.
+        # action) nor write to a closed pipe. A second SIGINT or SIGQUIT (Ctrl-C reaches the
+        # worker and the arbiter, which then sends SIGQUIT) finds it already quitting:
+        # handle_quit's sys.exit() there would print a SystemExit traceback from whatever
+        # exit code it lands in.
         for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        signal.signal(signal.SIGTERM, self.handle_exit)
-        signal.signal(signal.SIGQUIT, self.handle_quit)
-        signal.signal(signal.SIGINT, self.handle_quit)
+            signal.signal(sig, self.handle_exit)
 
     def _stop(self, graceful: bool) -> None:
         self.alive = False

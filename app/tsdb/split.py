@@ -356,9 +356,11 @@ class Helper:
             if shared_fd is not None:
                 os.ftruncate(shared_fd, SHARED_BYTES)  # sparse: pages come when written
                 self._shared = mmap.mmap(shared_fd, SHARED_BYTES)
+            # A process group of its own: a terminal's Ctrl-C (sent to the server's group)
+            # never reaches it, not even while it imports; it ends when its input closes.
             process = subprocess.Popen(
                 [sys.executable, "-m", "app.tsdb.split"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env=env, bufsize=0,
+                stdout=subprocess.PIPE, env=env, bufsize=0, process_group=0,
                 pass_fds=() if shared_fd is None else (shared_fd,))
         finally:
             if shared_fd is not None:
@@ -376,18 +378,18 @@ class Helper:
 
 
 def _stop(process: subprocess.Popen[bytes], owner: int) -> None:
-    """End a helper: it leaves when its input closes; one that does not is killed. (Not
-    from a forked process: the helper is its parent's.)"""
+    """End a helper: its input closed, and killed, which is safe as it only reads. No wait
+    for it to leave by itself: a worker stopping on Ctrl-C would wait seconds for a helper
+    still starting, and gunicorn's second quit signal would land in that wait as a
+    SystemExit traceback. (Not from a forked process: the helper is its parent's.)"""
     if owner != os.getpid():
         return
     for pipe in (process.stdin, process.stdout):
         if pipe is not None:
             pipe.close()
-    try:
-        process.wait(timeout=2)
-    except subprocess.TimeoutExpired:
+    if process.poll() is None:
         process.kill()
-        process.wait()
+    process.wait()
 
 
 _HELPERS: weakref.WeakKeyDictionary[TSDB, Helper] = weakref.WeakKeyDictionary()
@@ -488,4 +490,7 @@ if __name__ == "__main__":
     # Answers on a private copy of the output; a stray print goes to the log instead.
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
-    serve(os.fdopen(0, "rb", buffering=0), answers)
+    try:
+        serve(os.fdopen(0, "rb", buffering=0), answers)
+    except BrokenPipeError:
+        pass  # the worker left (a stop) while this answered: nothing to tell anyone

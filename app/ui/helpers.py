@@ -4,6 +4,8 @@
   ``MAXID`` counters of ``tsdb-uid`` (one row read per kind: UIDs ever assigned, so a name
   whose data was deleted still counts); points written are this worker's counter since it
   started (as in ``/api/stats``). Series are not counted: that needs a scan of the data table.
+  ``newestMetric`` is the metric named last (the highest metric UID with a name), which the
+  explorer opens on: after a first ``/api/put`` of a new metric, that metric.
 * ``/ui/api/notes``: every note starting in [start, end], global and of every series, which
   ``/api/annotation/list`` gives only for named series. The cost is a scan of each metric's
   rows in the range (series notes live in the data rows, as in OpenTSDB).
@@ -20,7 +22,7 @@ from flask import Response, current_app, jsonify, request
 import app.tsdb.annotations as store
 from app import __version__
 from app.api.stats import COUNTERS
-from app.errors import BadRequestError
+from app.errors import BadRequestError, NoSuchUniqueId
 from app.query.timeparse import parse_time
 from app.tsdb import TSDB
 from app.tsdb.annotation_model import Note
@@ -42,15 +44,32 @@ def storage_summary(url: str) -> dict[str, str]:
     return {"backend": parts.scheme, "location": parts.netloc}
 
 
+NEWEST_TRIES = 8
+
+
+def newest_metric(tsdb: TSDB, max_id: int) -> str:
+    """The name of the highest metric UID that has one ("" when none of the last few has:
+    a UID a losing writer assigned, or one whose name was deleted, has no name)."""
+    metrics = tsdb.uids["metrics"]
+    for uid in range(max_id, max(0, max_id - NEWEST_TRIES), -1):
+        try:
+            return metrics.get_name(uid.to_bytes(metrics.width, "big"))
+        except NoSuchUniqueId:
+            continue
+    return ""
+
+
 @bp.get("/ui/api/status")
 def status() -> Response:
     settings = current_app.config["TSD"]
     tsdb = _tsdb()
+    uids = {kind: uids.max_id() for kind, uids in tsdb.uids.items()}
     return jsonify({
         "version": __version__,
         "storage": storage_summary(settings["tsd.storage"]),
         "mode": settings["tsd.mode"],
-        "uids": {kind: uids.max_id() for kind, uids in tsdb.uids.items()},
+        "uids": uids,
+        "newestMetric": newest_metric(tsdb, uids["metrics"]),
         "worker": {"pid": os.getpid(), "startedMs": int(COUNTERS.started_s * 1000),
                    "pointsWritten": COUNTERS.points_written},
     })

@@ -12,9 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+import pytest
 import requests
 
 from tests.e2e.conftest import ARTIFACTS, open_context
+from tests.e2e.layout import WIDTHS, assert_layout_holds, cut_selects, outside_their_panels
 
 DAY_S = 86400
 
@@ -270,7 +272,7 @@ def test_one_time_format_in_a_chosen_zone(browser: Any, live_server: str,
         assert page.locator("#range-format strong").inner_text() == label
         assert page.get_by_label("Time zone").input_value() == "local"
         row = page.locator("#notes-body tr", has_text=f"noon {run}")
-        assert row.locator("td.time").first.inner_text() == utc_text(noon - 5 * 3600)
+        assert row.locator("td.time").first.text_content() == utc_text(noon - 5 * 3600)
         assert page.get_by_label("From").input_value() == utc_text(start - 5 * 3600)
 
         page.get_by_label("Time zone").select_option("utc")
@@ -308,12 +310,23 @@ def test_time_text_is_checked(page: Any, live_server: str) -> None:
     form.get_by_label("Description").fill("never stored")
     page.get_by_role("button", name="Create note").click()
     assert page.locator("#form-errors li").all_inner_texts() == [
-        "Enter a start time as YYYY-MM-DD HH:MM:SS.",
-        "Enter the end as YYYY-MM-DD HH:MM:SS, or leave it empty."]
+        "Start: “2024-02-30 10:00” is not a time as YYYY-MM-DD HH:MM:SS.",
+        "End: “5 pm” is not a time as YYYY-MM-DD HH:MM:SS. Or leave it empty."]
+    # A day-first date is not taken for an empty field: the message gives the text to type.
+    form.get_by_label("Start").fill("27/11/2026 10:00")
+    form.get_by_label("End (optional)").fill("")
+    page.get_by_role("button", name="Create note").click()
+    assert page.locator("#form-errors li").all_inner_texts() == [
+        "Start: “27/11/2026 10:00” is not a time as YYYY-MM-DD HH:MM:SS, "
+        "e.g. 2026-11-27 10:00."]
+    form.get_by_label("Start").fill("")
+    page.get_by_role("button", name="Create note").click()
+    assert page.locator("#form-errors li").all_inner_texts() == [
+        "Start: enter a time as YYYY-MM-DD HH:MM:SS."]
     page.get_by_label("From").fill("yesterday")
     page.get_by_role("button", name="Show").click()
     assert page.locator("#view-errors li").all_inner_texts() == [
-        "Enter a start time (use YYYY-MM-DD HH:MM:SS)."]
+        "From: “yesterday” is not a time as YYYY-MM-DD HH:MM:SS."]
     listing = requests.get(f"{live_server}/ui/api/notes", timeout=10, params={
         "start": week(5), "end": week(5) + 7 * DAY_S, "q": "never stored"}).json()
     assert listing["total"] == 0
@@ -328,3 +341,72 @@ def test_grafana_link_is_hidden_without_grafana(page: Any, live_server: str) -> 
 def test_now_is_not_a_test_dependency() -> None:
     # The private weeks lie in the past whatever the clock says, so no test sees another's notes.
     assert week(0) < time.time() - 7 * DAY_S
+
+
+LONG_ZONE = "America/Argentina/Buenos_Aires"
+CAPTION_FITS = """() => {
+  const caption = document.querySelector("#notes-caption").getBoundingClientRect();
+  const scroller = document.querySelector(".table-scroll").getBoundingClientRect();
+  return caption.left >= scroller.left - 0.5 && caption.right <= scroller.right + 0.5;
+}"""
+
+
+@pytest.mark.parametrize("width", WIDTHS)
+def test_layout_holds_at_every_width(browser: Any, live_server: str, console_errors: list[str],
+                                     width: int) -> None:
+    start, run = week(8), tag()
+    web01 = tsuid_of(live_server, "web01")
+    put_note(live_server, start + 3600, f"Deploy with an end time {run}", endTime=start + 7200,
+             notes="rolled out to every host\nin two waves", custom={"owner": "ops",
+                                                                       "ticket": "OPS-1234"})
+    put_note(live_server, start + 5400, f"CPU spike with a long description {run}", web01,
+             endTime=start + 9000)
+    # A long zone name: the select must not cut it, nor the text under it leave the panel.
+    context, page = open_context(browser, console_errors, timezone_id=LONG_ZONE,
+                                 viewport={"width": width, "height": 900})
+    try:
+        open_week(page, live_server, start)
+        assert page.locator("#notes-caption").inner_text().startswith(
+            "2 notes (global notes and those of every series) between ")
+        # Every column, Delete included, inside the panel: the table fits at 1280 and 1920
+        # (at 390 it scrolls inside its own box, the page does not).
+        assert_layout_holds(page, tables_fit=width >= 1280)
+        delete = page.get_by_role("button", name=f"Delete note Deploy with an end time {run}")
+        if width >= 1280:
+            box, panel = delete.bounding_box(), page.locator(
+                "section[aria-labelledby=notes-heading]").bounding_box()
+            assert box is not None and panel is not None
+            assert box["x"] + box["width"] <= panel["x"] + panel["width"]
+        # The browser's zone fits its select too (the full zone name is written below it).
+        page.get_by_label("Time zone").select_option("local")
+        page.locator("#range-format").filter(has_text="Buenos_Aires").wait_for()
+        assert cut_selects(page) == [] and outside_their_panels(page) == []
+        page.get_by_label("Time zone").select_option("utc")
+        page.get_by_role("status").filter(has_text="Showing 2").wait_for()
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / f"annotations-{width}.png"), full_page=True)
+
+        # Global mode: the disabled Series select shows no series.
+        series = page.locator("#note-series")
+        assert series.is_disabled()
+        assert series.input_value() == ""
+        assert series.locator("option:checked").inner_text() == "None: a global note"
+        page.locator("#note-form").get_by_label("One series").check()
+        assert series.is_enabled() and series.input_value() == web01
+        page.locator("#note-form").get_by_label("Everything (global note)").check()
+        assert series.input_value() == "" and series.is_disabled()
+
+        # Edit: the caption stays whole, the layout holds, the series note's series is chosen.
+        page.get_by_role("button", name=f"Edit note CPU spike with a long description {run}"
+                         ).click()
+        assert page.locator("#form-heading").inner_text() == "Edit note"
+        assert series.input_value() == web01 and series.is_enabled()
+        assert page.evaluate(CAPTION_FITS)
+        assert page.evaluate("document.querySelector('.table-scroll').scrollLeft") == 0 \
+            or width < 1280
+        assert outside_their_panels(page) == []
+        page.get_by_role("button", name="Cancel editing").click()
+        assert series.input_value() == "" and series.is_disabled()
+    finally:
+        context.close()
+    assert console_errors == []

@@ -97,6 +97,12 @@ def test_status_counts_uids_and_points(client: FlaskClient) -> None:
     assert status["storage"]["backend"] in ("sqlite", "hbase")
     assert status["uids"] == {"metrics": 2, "tagk": 2, "tagv": 3}
     assert status["worker"]["pointsWritten"] - before == 9
+    # The explorer opens on the metric named last: net.bytes was put after sys.cpu.user.
+    assert status["newestMetric"] == "net.bytes"
+
+
+def test_status_without_metrics_has_no_newest(client: FlaskClient) -> None:
+    assert client.get("/ui/api/status").json["newestMetric"] == ""
 
 
 def test_storage_summary() -> None:
@@ -164,13 +170,36 @@ def test_grafana_link_only_when_configured(make_client: Any) -> None:
     assert re.search(r'<a href="http://grafana.example:3000" class="grafana">Grafana</a>', page)
 
 
-def test_docs_are_served_as_text(client: FlaskClient) -> None:
+def test_docs_are_served_as_html_pages(client: FlaskClient) -> None:
     index = client.get("/docs/")
     assert index.status_code == 200
     assert 'href="/docs/annotations.md"' in index.text
     doc = client.get("/docs/annotations.md")
     assert doc.status_code == 200
-    assert doc.mimetype == "text/plain"
-    assert doc.text.startswith("# Annotations")
+    assert doc.headers["Content-Type"] == "text/html; charset=utf-8"  # one charset
+    assert '<h1 id="annotations">Annotations</h1>' in doc.text
+    # The documents' own links and pictures work: section anchors, images under /docs/images/.
+    assert '<h2 id="the-annotation-page">' in doc.text
+    assert '<img src="images/annotations.png" alt="The annotation manager"' in doc.text
+    with client.get("/docs/images/annotations.png") as image:  # closes the file it sends
+        assert image.status_code == 200 and image.mimetype == "image/png"
+        assert image.data.startswith(b"\x89PNG")
+    # Tables are tables, code stays code.
+    assert "<table>" in doc.text and "<pre><code" in doc.text
+    parser = _Inline()
+    parser.feed(doc.text)
+    assert parser.problems == []
     assert client.get("/docs/nope.md").status_code == 404
     assert client.get("/docs/..%2Fpyproject.md").status_code == 404
+    assert client.get("/docs/images/nope.png").status_code == 404
+    assert client.get("/docs/images/..%2F..%2Fpyproject.toml").status_code == 404
+
+
+def test_docs_keep_raw_html_as_text() -> None:
+    from app.ui.docs import render, slug
+
+    html = render("# A <b>title</b>\n\n<script>alert(1)</script>\n\n"
+                  "| a | b |\n|--:|:-:|\n| 1 | 2 |\n")
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    assert '<th class="align-right">a</th>' in html and 'style=' not in html
+    assert slug("GET /api/annotation/list (pytsd)") == "get-apiannotationlist-pytsd"

@@ -1,7 +1,7 @@
 // The create / edit form: validation, then PUT (and DELETE when a note moves).
 
 import { apiTime, deleteNote, noteExists, putNote } from "../common/api.js";
-import { parseTime } from "../common/time.js";
+import { parseTime, timeProblem } from "../common/time.js";
 
 export function customText(custom) {
   return custom ? Object.entries(custom).map(([k, v]) => `${k}=${v}`).join("\n") : "";
@@ -33,13 +33,14 @@ export function readForm(form) {
     errors.push({ field: "note-series", message: "Choose a series, or make the note global." });
   }
   const startMs = parseTime(form.elements.start.value);
-  if (!Number.isFinite(startMs) || startMs < 1000) {
-    errors.push({ field: "note-start", message: "Enter a start time as YYYY-MM-DD HH:MM:SS." });
+  const startProblem = timeProblem("Start", form.elements.start.value);
+  if (startProblem || startMs < 1000) {
+    errors.push({ field: "note-start", message: startProblem || "Start: a time after 1970." });
   }
   const endMs = parseTime(form.elements.end.value);
   if (form.elements.end.value.trim() && !Number.isFinite(endMs)) {
     errors.push({ field: "note-end",
-      message: "Enter the end as YYYY-MM-DD HH:MM:SS, or leave it empty." });
+      message: `${timeProblem("End", form.elements.end.value)} Or leave it empty.` });
   } else if (Number.isFinite(endMs) && Number.isFinite(startMs) && endMs < startMs) {
     errors.push({ field: "note-end", message: "The end must not be before the start." });
   }

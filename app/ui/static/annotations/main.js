@@ -14,7 +14,7 @@ import { NotesTable } from "./table.js";
 const $ = (id) => document.getElementById(id);
 const MAX_LINES = 20;
 const state = { range: null, metric: "", tags: "", series: [], notes: [], editing: null,
-  undo: null };
+  undo: null, seriesChoice: "" };
 let table = null;
 
 function status(message) {
@@ -144,9 +144,10 @@ function renderCaption() {
   const listing = state.listing;
   const shown = state.notes.length;
   const truncated = listing.truncated ? ` (the first ${shown} of ${listing.total})` : "";
-  const scope = state.metric ? "global and the chosen series'" : "global and every series'";
-  $("notes-caption").textContent = `${plural(shown, "note")} (${scope}) from `
-    + `${formatTime(state.range.startMs)} to ${formatTime(state.range.endMs)}${truncated}`;
+  const scope = state.metric ? "global notes and those of the chosen series"
+    : "global notes and those of every series";
+  $("notes-caption").textContent = `${plural(shown, "note")} (${scope}) between `
+    + `${formatTime(state.range.startMs)} and ${formatTime(state.range.endMs)}${truncated}`;
 }
 
 function renderGrafanaLink() {
@@ -156,24 +157,38 @@ function renderGrafanaLink() {
   if (url) $("grafana-link").href = url;
 }
 
+/** The Series select: a first "no series" choice (what a global note has), then the series
+ * of the chart and of the notes. */
 function renderSeriesChoices(extra = null) {
   const select = $("note-series");
   const choices = new Map(state.series.filter((s) => s.tsuid).map((s) => [s.tsuid, s.label]));
   for (const note of state.notes) if (note.tsuid) choices.set(note.tsuid, note.owner);
   if (extra) choices.set(extra.tsuid, extra.owner);
-  const current = select.value;
-  select.replaceChildren(...[...choices].map(([tsuid, label]) => {
+  const current = state.seriesChoice || select.value;
+  const none = document.createElement("option");
+  none.value = "";
+  none.textContent = "None: a global note";
+  select.replaceChildren(none, ...[...choices].map(([tsuid, label]) => {
     const option = document.createElement("option");
     option.value = tsuid;
     option.textContent = label;
     return option;
   }));
-  if (choices.has(current)) select.value = current;
+  state.seriesChoice = choices.has(current) ? current : "";
   syncScope();
 }
 
+/** Global: the select disabled on "None"; one series: the series chosen last, or the first. */
 function syncScope() {
-  $("note-series").disabled = $("note-form").elements.scope.value !== "series";
+  const select = $("note-series");
+  const series = $("note-form").elements.scope.value === "series";
+  if (!series && select.value) state.seriesChoice = select.value;
+  select.disabled = !series;
+  const first = select.options.length > 1 ? select.options[1].value : "";
+  select.value = series ? state.seriesChoice || first : "";
+  if (select.options.length) {
+    select.options[0].textContent = series ? "Choose a series" : "None: a global note";
+  }
 }
 
 // --- editing -------------------------------------------------------------------------------
@@ -196,7 +211,7 @@ function startEdit(note) {
   state.editing = note;
   renderSeriesChoices(note.tsuid ? note : null);
   form.elements.scope.value = note.tsuid ? "series" : "global";
-  if (note.tsuid) form.elements.tsuid.value = note.tsuid;
+  if (note.tsuid) state.seriesChoice = note.tsuid;
   form.elements.start.value = formatTime(note.startMs);
   form.elements.end.value = note.endMs ? formatTime(note.endMs) : "";
   form.elements.description.value = note.description;
@@ -272,16 +287,23 @@ function init() {
   $("view-q").value = params.get("q") || "";
   resetForm();
   attachMetricSuggest($("view-metric"), $("metric-suggestions"));
-  attachTagSuggest($("view-tags"), $("tag-suggestions"));
+  attachTagSuggest($("view-tags"), $("tag-suggestions"), $("view-metric"));
   $("view-form").addEventListener("submit", (event) => { event.preventDefault(); load(); });
   $("note-form").addEventListener("submit", submit);
   for (const radio of $("note-form").elements.scope) radio.addEventListener("change", syncScope);
+  $("note-series").addEventListener("change", () => {
+    state.seriesChoice = $("note-series").value;
+  });
   $("note-cancel").addEventListener("click", resetForm);
   $("bulk-delete").addEventListener("click", () => remove(table.selectedNotes()));
   $("clear-selection").addEventListener("click", () => table.clearSelection());
   $("undo").addEventListener("click", undo);
+  // Only a new width redraws: a height change (a phone's address bar) changes nothing drawn.
   let resizeTimer = null;
+  let drawnWidth = window.innerWidth;
   window.addEventListener("resize", () => {
+    if (window.innerWidth === drawnWidth) return;
+    drawnWidth = window.innerWidth;
     clearTimeout(resizeTimer);
     resizeTimer = setTimeout(() => state.range && renderChart(), 150);
   });

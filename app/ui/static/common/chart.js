@@ -1,7 +1,7 @@
 // A small SVG chart: lines of series with their notes, or, with no series, a timeline of the
 // notes in lanes (one per series, plus one for global notes). All text goes in as textContent.
 
-import { drawNoteLanes, drawNoteRules } from "./notes-layer.js";
+import { drawNoteLanes, drawNoteRules, LABEL_BAND_PX } from "./notes-layer.js";
 import { el } from "./svg.js";
 import { fields, offsetMs } from "./time.js";
 
@@ -23,8 +23,8 @@ function ticks(lo, hi, count) {
   return out;
 }
 
-const TIME_STEPS_S = [10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600, 86400,
-  2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400];
+const TIME_STEPS_S = [1, 5, 10, 30, 60, 300, 900, 1800, 3600, 3 * 3600, 6 * 3600, 12 * 3600,
+  86400, 2 * 86400, 7 * 86400, 14 * 86400, 28 * 86400];
 
 /** Tick times on round wall-clock values of the chosen zone. */
 function timeTicks(startMs, endMs, count) {
@@ -76,23 +76,53 @@ function drawValueAxis(axes, y, box, yTicks) {
   }
 }
 
+const finite = (v) => v !== null && Number.isFinite(v);
+
+/**
+ * The runs of consecutive finite values of a series: a null or NaN (fill "null"/"nan") breaks
+ * the line, as it means "no value here".
+ */
+export function segments(points) {
+  const out = [];
+  let run = [];
+  for (const point of points) {
+    if (finite(point[1])) {
+      run.push(point);
+    } else if (run.length) {
+      out.push(run);
+      run = [];
+    }
+  }
+  if (run.length) out.push(run);
+  return out;
+}
+
+/** Lines for runs of two or more points; a dot for a point alone (a path of one move is
+ * invisible, so a one-point series would not show at all). */
 function drawLines(svg, x, y, series) {
   const group = el("g", { class: "lines" });
   for (const s of series) {
-    const points = s.points.filter(([, v]) => v !== null && Number.isFinite(v));
-    if (!points.length) continue;
-    const d = points.map(([t, v], j) => `${j ? "L" : "M"}${x(t).toFixed(1)},${y(v).toFixed(1)}`);
-    const path = el("path", { d: d.join(""), stroke: s.color, class: "line",
-      "data-series": s.label });
-    path.append(el("title", {}, s.label));
-    group.append(path);
+    const runs = segments(s.points);
+    const lines = runs.filter((run) => run.length > 1);
+    if (lines.length) {
+      const d = lines.map((run) => run.map(([t, v], j) => `${j ? "L" : "M"}${x(t).toFixed(1)},`
+        + `${y(v).toFixed(1)}`).join("")).join("");
+      const path = el("path", { d, stroke: s.color, class: "line", "data-series": s.label });
+      path.append(el("title", {}, s.label));
+      group.append(path);
+    }
+    for (const [[t, v]] of runs.filter((run) => run.length === 1)) {
+      const dot = el("circle", { cx: x(t).toFixed(1), cy: y(v).toFixed(1), r: 3.5, fill: s.color,
+        class: "dot", "data-series": s.label });
+      dot.append(el("title", {}, `${s.label}: ${valueLabel(v)}`));
+      group.append(dot);
+    }
   }
   svg.append(group);
 }
 
 function valueScale(series, box) {
-  const values = series.flatMap((s) => s.points.map(([, v]) => v))
-    .filter((v) => v !== null && Number.isFinite(v));
+  const values = series.flatMap((s) => s.points.map(([, v]) => v)).filter(finite);
   let lo = Math.min(...values);
   let hi = Math.max(...values);
   if (lo > 0 && lo < hi / 2) lo = 0;
@@ -104,7 +134,7 @@ function valueScale(series, box) {
 }
 
 function frame(svg, height) {
-  const width = Math.max(320, Math.round(svg.parentElement.clientWidth || 800));
+  const width = Math.max(300, Math.round(svg.parentElement.clientWidth || 800));
   svg.setAttribute("viewBox", `0 0 ${width} ${height}`);
   svg.setAttribute("width", String(width));
   svg.setAttribute("height", String(height));
@@ -112,13 +142,19 @@ function frame(svg, height) {
   return width;
 }
 
-const hasPoints = (s) => s.points.some(([, v]) => v !== null && Number.isFinite(v));
+const hasPoints = (s) => s.points.some(([, v]) => finite(v));
+
+/** Clear the chart (after a failed query: no stale lines under the error). */
+export function clearChart(svg) {
+  frame(svg, 0);
+}
 
 /**
  * Draw series ({label, color, points: [[ms, value]]}) with their notes ({key, tsuid, owner,
  * color, startMs, endMs, description}) over range {startMs, endMs}; with no series, the notes
- * alone on a timeline; with neither, nothing. Returns {mode, unlabelled}: mode is "lines",
- * "timeline" or "empty"; unlabelled counts the notes shown by their marker and tooltip only.
+ * alone on a timeline; with neither, nothing. Returns {mode, unlabelled, plot}: mode is
+ * "lines", "timeline" or "empty"; unlabelled counts the notes shown by their marker and
+ * tooltip only; plot ({box, x, msAt, y}) places things on the lines for hover and zoom.
  */
 export function drawChart(svg, { series, notes, range, onSelect, tooltip }) {
   const span = Math.max(1, range.endMs - range.startMs);
@@ -126,28 +162,32 @@ export function drawChart(svg, { series, notes, range, onSelect, tooltip }) {
   const visible = notes.filter((n) => n.startMs >= range.startMs && n.startMs <= range.endMs);
   if (!drawn.length && !visible.length) {
     frame(svg, 0);
-    return { mode: "empty", unlabelled: 0 };
+    return { mode: "empty", unlabelled: 0, plot: null };
   }
   const lanes = drawn.length ? [] : [...new Set(visible.map((n) => n.owner))]
     .sort((a, b) => (a === "Global" ? -1 : b === "Global" ? 1 : a.localeCompare(b)));
-  const height = drawn.length ? LINE_HEIGHT_PX
+  // Over lines, note labels get a band of their own above the plot: never over a line.
+  const top = drawn.length ? (visible.length ? LABEL_BAND_PX : MARGIN.top) : 12;
+  const height = drawn.length ? LINE_HEIGHT_PX + top - MARGIN.top
     : MARGIN.top + lanes.length * LANE_PX + MARGIN.bottom - 10;
   const width = frame(svg, height);
   const left = drawn.length ? MARGIN.left : 12;
-  const box = { left, top: drawn.length ? MARGIN.top : 12, right: width - MARGIN.right,
-    bottom: height - MARGIN.bottom };
+  const box = { left, top, right: width - MARGIN.right, bottom: height - MARGIN.bottom };
   box.width = box.right - box.left;
   box.height = box.bottom - box.top;
   const x = (t) => box.left + ((t - range.startMs) / span) * box.width;
+  const msAt = (px) => range.startMs + ((px - box.left) / box.width) * span;
   const axes = el("g", { class: "axes", "aria-hidden": "true" });
   svg.append(axes);
   drawTimeAxis(axes, x, box, range);
   const context = { svg, x, box, notes: visible, onSelect, tooltip, endMs: range.endMs };
   if (!drawn.length) {
-    return { mode: "timeline", unlabelled: drawNoteLanes({ ...context, lanes, laneHeight: LANE_PX }) };
+    return { mode: "timeline", plot: null,
+      unlabelled: drawNoteLanes({ ...context, lanes, laneHeight: LANE_PX }) };
   }
   const { y, yTicks } = valueScale(drawn, box);
   drawValueAxis(axes, y, box, yTicks);
   drawLines(svg, x, y, drawn);
-  return { mode: "lines", unlabelled: drawNoteRules(context) };
+  return { mode: "lines", unlabelled: drawNoteRules(context),
+    plot: { box, x, y, msAt, series: drawn } };
 }

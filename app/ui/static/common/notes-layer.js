@@ -10,6 +10,9 @@ const CHAR_PX = 6.4; // 11 px system-ui, an average glyph
 const LABEL_CHARS = 28;
 const MIN_CHARS = 8;
 const GAP_PX = 6;
+const FLAG_PX = 10;
+/** The band above a line chart that holds the note labels (so no label covers a line). */
+export const LABEL_BAND_PX = LABEL_ROWS * ROW_PX + FLAG_PX + 8;
 
 function labelText(description, chars) {
   return description.length > chars ? `${description.slice(0, chars - 1)}…` : description;
@@ -104,7 +107,8 @@ function span(note, x, endMs, top, height) {
   return el("rect", { x: x0, y: top, width: Math.max(1, x1 - x0), height, class: "span" });
 }
 
-/** Notes over series lines: a rule from top to bottom, a flag, a label in one of 3 rows. */
+/** Notes over series lines: a rule from top to bottom, a flag, a label in one of 3 rows of
+ * the band above the plot. */
 export function drawNoteRules(context) {
   const { svg, x, box, notes } = context;
   const group = el("g", { class: "notes" });
@@ -116,12 +120,14 @@ export function drawNoteRules(context) {
     if (note.endMs > note.startMs) node.append(span(note, x, context.endMs, box.top, box.height));
     node.append(el("line", { x1: x0, x2: x0, y1: box.top, y2: box.bottom, class: "rule" }));
     // A wider, invisible target than the 1.5 px rule, so the marker is easy to hit.
-    node.append(el("rect", { x: x0 - 6, y: box.top - 14, width: 12, height: box.height + 14,
-      class: "hit" }));
-    node.append(el("path", { d: `M${x0 - 6},${box.top - 14}h12l-6,10z`, class: "flag" }));
+    node.append(el("rect", { x: x0 - 6, y: box.top - FLAG_PX, width: 12,
+      height: box.height + FLAG_PX, class: "hit" }));
+    node.append(el("path", { d: `M${x0 - 6},${box.top - FLAG_PX}h12l-6,${FLAG_PX}z`,
+      class: "flag" }));
     const label = placeLabel(rowEnds, x0, note.description, box.right);
     if (label) {
-      node.append(el("text", { x: x0 + 5, y: box.top + 12 + label.row * ROW_PX,
+      // Row 0 just above the flags, further rows upwards.
+      node.append(el("text", { x: x0 + 5, y: box.top - FLAG_PX - 4 - label.row * ROW_PX,
         class: "label" }, label.text));
     } else {
       unlabelled += 1;

@@ -1,6 +1,7 @@
 // The time-range picker both pages share: a preset or From/To text, and the time zone.
 
-import { ZONES, formatTime, getZone, parseTime, setZone, zoneLabel, zoneOptionText } from "./time.js";
+import { ZONES, formatTime, getZone, parseTime, setZone, timeProblem, zoneLabel,
+  zoneOptionText } from "./time.js";
 
 const $ = (id) => document.getElementById(id);
 export const PRESETS_MS = { "15m": 900e3, "1h": 3600e3, "6h": 6 * 3600e3, "24h": 86400e3,
@@ -47,8 +48,30 @@ function savedZone(params) {
   }
 }
 
-/** Fill the picker from the address (range=24h | start=ms&end=ms, tz=utc|local) and wire it. */
-export function initRange(params, onZoneChange) {
+/** Set the picker from address parameters (range=24h | start=ms&end=ms). */
+export function setRange(params) {
+  if (params.has("start")) {
+    $("range-preset").value = "custom";
+    $("range-start").value = formatTime(Number(params.get("start")));
+    $("range-end").value = formatTime(Number(params.get("end") || Date.now()));
+  } else {
+    $("range-preset").value = params.get("range") in PRESETS_MS ? params.get("range") : "24h";
+    applyPreset();
+  }
+}
+
+/** A chosen absolute range (a zoom): From/To, the preset "Custom". */
+export function setCustomRange(startMs, endMs) {
+  $("range-preset").value = "custom";
+  $("range-start").value = formatTime(startMs);
+  $("range-end").value = formatTime(endMs);
+}
+
+/**
+ * Fill the picker from the address (range=24h | start=ms&end=ms, tz=utc|local) and wire it:
+ * onChange runs after a new preset, a From/To edited and left, or a new zone.
+ */
+export function initRange(params, onChange) {
   const zoneSelect = $("range-zone");
   zoneSelect.replaceChildren(...ZONES.map((value) => {
     const option = document.createElement("option");
@@ -58,20 +81,17 @@ export function initRange(params, onZoneChange) {
   }));
   setZone(savedZone(params));
   zoneSelect.value = getZone();
-  if (params.has("start")) {
-    $("range-preset").value = "custom";
-    $("range-start").value = formatTime(Number(params.get("start")));
-    $("range-end").value = formatTime(Number(params.get("end") || Date.now()));
-  } else {
-    if (params.get("range") in PRESETS_MS) $("range-preset").value = params.get("range");
-    applyPreset();
-  }
+  setRange(params);
   showZone();
-  $("range-preset").addEventListener("change", applyPreset);
+  $("range-preset").addEventListener("change", () => {
+    applyPreset();
+    onChange();
+  });
   for (const id of ["range-start", "range-end"]) {
     $(id).addEventListener("input", () => { $("range-preset").value = "custom"; });
+    $(id).addEventListener("change", onChange);
   }
-  zoneSelect.addEventListener("change", () => changeZone(onZoneChange));
+  zoneSelect.addEventListener("change", () => changeZone(onChange));
 }
 
 /** The chosen range ({startMs, endMs}) and the problems with it ({field, message}). */
@@ -80,12 +100,9 @@ export function readRange() {
   const errors = [];
   const startMs = parseTime($("range-start").value);
   const endMs = parseTime($("range-end").value);
-  const format = "use YYYY-MM-DD HH:MM:SS";
-  if (!Number.isFinite(startMs)) {
-    errors.push({ field: "range-start", message: `Enter a start time (${format}).` });
-  }
-  if (!Number.isFinite(endMs)) {
-    errors.push({ field: "range-end", message: `Enter an end time (${format}).` });
+  for (const [field, label] of [["range-start", "From"], ["range-end", "To"]]) {
+    const problem = timeProblem(label, $(field).value);
+    if (problem) errors.push({ field, message: problem });
   }
   if (!errors.length && endMs <= startMs) {
     errors.push({ field: "range-end", message: "The end must be after the start." });

@@ -25,9 +25,9 @@ export function zoneLabel(ms = Date.now()) {
   return zone === "utc" ? "UTC" : `${BROWSER_ZONE} (your browser, ${offsetText(ms)})`;
 }
 
-/** The option text for each zone choice. */
-export const zoneOptionText = (value) => (value === "utc" ? "UTC"
-  : `Browser: ${BROWSER_ZONE}`);
+/** The option text for each zone choice (short: the full zone name is written under the
+ * inputs, and a long one would be cut in a narrow select). */
+export const zoneOptionText = (value) => (value === "utc" ? "UTC" : "Your browser's");
 
 /** Calendar fields of a time in the chosen zone. */
 export function fields(ms) {
@@ -62,4 +62,23 @@ export function parseTime(text) {
   // The offset at the wall time itself, then once more in case a DST change lies between.
   const first = wall - offsetMs(wall);
   return wall - offsetMs(first);
+}
+
+/**
+ * The error message for a time field ("" when its text is a time): empty, or not in the one
+ * format. A day-first or month-first date (27/11/2026 10:00) gets the text to type instead.
+ */
+export function timeProblem(label, text) {
+  const value = String(text || "").trim();
+  if (!value) return `${label}: enter a time as YYYY-MM-DD HH:MM:SS.`;
+  if (Number.isFinite(parseTime(value))) return "";
+  const slash = /^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4})(.*)$/.exec(value);
+  let hint = "";
+  if (slash) {
+    const [, a, b, year, rest] = slash;
+    const [month, day] = Number(a) > 12 ? [b, a] : Number(b) > 12 ? [a, b] : [null, null];
+    const guess = month && `${year}-${pad(Number(month))}-${pad(Number(day))}${rest}`;
+    if (guess && Number.isFinite(parseTime(guess))) hint = `, e.g. ${guess.trim()}`;
+  }
+  return `${label}: “${value}” is not a time as YYYY-MM-DD HH:MM:SS${hint}.`;
 }
