@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -54,6 +55,11 @@ SERIES_SHIFT_S = 2**43 // 1000
 DECODE_CHUNK_ROWS = 3000
 # Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
 MAX_NARROWED_HOURS = 24 * 8
+# Row keys fetched by exact gets at most (tsuids, explicitTags with literals): past it, or
+# when a range scan of the metric would read fewer rows, the rows are scanned instead.
+MAX_EXACT_KEYS = 4096
+# Up to this many exact keys are fetched without first counting what a scan would read.
+FEW_EXACT_KEYS = 64
 # Rows fetched between checks of the byte limit and the deadline.
 CHECK_EVERY_ROWS = 256
 DATA_PREFIX = b"t:"
@@ -245,7 +251,7 @@ class SeriesReader:
                      explicit_tags: bool, filters: Sequence[TagFilter], first_s: int,
                      last_s: int) -> _RowStream:
         exact = _exact_tag_sets(constraints) if explicit_tags and filters else None
-        if exact is not None:
+        if exact is not None and self._gets_cheaper(metric_uid, len(exact), first_s, last_s):
             rows = self._exact_rows(metric_uid, exact, first_s, last_s)
             return (row for row in rows if _passes(self.layout, row[0], constraints)), None, ()
         keep = None
@@ -432,11 +438,41 @@ class SeriesReader:
         yield from self.table().rows(keys, columns=[b"t"])
 
     def _tsuid_rows(self, tsuids: Sequence[str], first_s: int, last_s: int) -> _RowStream:
-        table = self.table()
-        keys = sorted(self.layout.row_key_from_tsuid(bytes.fromhex(tsuid), base_s)
-                      for tsuid in tsuids
-                      for base_s in range(first_s, last_s + 1, self.row_span_s))
-        return iter(table.rows(keys, columns=[b"t"])), None, ()
+        """The rows of the series ``tsuids`` name: by exact keys while that is cheaper,
+        else a scan of their metric keeping those series' rows."""
+        width = self.layout.metric_width
+        series = {bytes.fromhex(tsuid) for tsuid in tsuids}
+        metric_uid = next(iter(series))[:width]
+        if self._gets_cheaper(metric_uid, len(series), first_s, last_s):
+            keys = sorted(self.layout.row_key_from_tsuid(tsuid, base_s) for tsuid in series
+                          for base_s in range(first_s, last_s + 1, self.row_span_s))
+            return iter(self.table().rows(keys, columns=[b"t"])), None, ()
+        tags_start = self.layout.salt_width + width + 4
+        wanted = {tsuid[width:] for tsuid in series}
+        hits, stored = self._scan_rows(metric_uid, first_s, last_s, None,
+                                       lambda key: key[tags_start:] in wanted)
+        return stored, None, hits
+
+    def _gets_cheaper(self, metric_uid: bytes, series: int, first_s: int, last_s: int
+                      ) -> bool:
+        """Whether fetching ``series`` x hours exact row keys reads less than a range scan
+        of the metric over the hours: never past ``MAX_EXACT_KEYS`` keys; always up to
+        ``FEW_EXACT_KEYS``; between, when the range holds more rows than there are keys
+        (counted keys only, stopping at one more)."""
+        keys = series * ((last_s - first_s) // self.row_span_s + 1)
+        if keys > MAX_EXACT_KEYS:
+            return False
+        if keys <= FEW_EXACT_KEYS:
+            return True
+        table, seen = self.table(), 0
+        for start, stop in self.key_ranges(metric_uid, first_s, last_s, None):
+            wanted = keys - seen + 1
+            rows = table.scan(row_start=start, row_stop=stop, columns=[b"t"], limit=wanted,
+                              batch_size=wanted, keys_only=True)
+            seen += sum(1 for _ in rows)  # the limit ends (and closes) the scan
+            if seen > keys:
+                return True
+        return False
 
     def _group(self, rows: Iterator[tuple[bytes, StoredRow]],
                named: Callable[[bytes], bool] | None = None,
@@ -851,6 +887,8 @@ def _exact_tag_sets(constraints: Sequence[_UidConstraint]
     """Every exact tag set the constraints allow, or None when some key is not literal."""
     if any(c.literal_uids is None or c.excluded for c in constraints):
         return None
+    if math.prod(len(c.literal_uids or ()) for c in constraints) > MAX_EXACT_KEYS:
+        return None  # too many to fetch by key, whatever the range: scan
     choices = [[(c.tagk_uid, v) for v in sorted(c.literal_uids or ())] for c in constraints]
     return [list(combo) for combo in itertools.product(*choices)]
 
