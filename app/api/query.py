@@ -10,6 +10,7 @@ from flask import Response, current_app, request
 
 from app.api import bp, security
 from app.api.body import has_param, parse_json, raw_body
+from app.api.budget import request_budget
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
 from app.api.stats import record_points_read
@@ -62,14 +63,15 @@ def query() -> Response:
         query = dataclasses.replace(query, delete=True)
     if query.delete:
         authorize_delete()
-    outcome = run_query(current_app.extensions["tsdb"], query)
+    budget = request_budget()
+    outcome = run_query(current_app.extensions["tsdb"], query, budget=budget)
     summary = None
     if query.show_summary:
         summary = stats_summary(outcome.summary, [outcome.stats[s.index] for s in query.queries])
     serialize_started = time.perf_counter()
     body = serialize_results(query, outcome.results,
                              global_annotations=outcome.global_annotations,
-                             stats=outcome.stats, summary=summary)
+                             stats=outcome.stats, summary=summary, deadline=budget)
     if summary is not None:
         # OpenTSDB's summary also times the serialisation. The dps text is rendered by now
         # and ``body`` shares this inner dict, so the figures still reach the response.

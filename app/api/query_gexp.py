@@ -15,6 +15,7 @@ from dataclasses import replace
 from flask import Response, current_app, request
 
 from app.api import bp
+from app.api.budget import request_budget
 from app.api.serialize import dumps_opentsdb, serialize_results
 from app.api.stats import record_points_read
 from app.engine.gexp_eval import evaluate_tree
@@ -70,16 +71,21 @@ def query_gexp() -> Response:
     tsd = current_app.config["TSD"]
     query = query_from_args(args, time.time_ns() // 1_000_000, tsd["tsd.core.timezone"])
     tsdb: TSDB = current_app.extensions["tsdb"]
-    outcome = run_query(tsdb, query)
+    budget = request_budget()
+    outcome = run_query(tsdb, query, budget=budget)
     by_index: dict[int, list[GroupResult]] = {}
     for result in outcome.results:
         by_index.setdefault(result.query_index, []).append(result)
     tsuid_count = len(args.get("tsuid", []))
     by_leaf = [by_index.get(index, [])
                for index in _leaf_indexes(args["m"], tsuid_count, len(leaves))]
-    context = GexpContext(query.start_ms, query.end_ms, TsdbUidOrder(tsdb))
-    results = [series for tree in trees for series in evaluate_tree(tree, by_leaf, context)]
+    context = GexpContext(query.start_ms, query.end_ms, TsdbUidOrder(tsdb), budget)
+    results = []
+    for tree in trees:
+        budget.check()
+        results += evaluate_tree(tree, by_leaf, context)
+    budget.limits.check_output(query.queries[-1], int(sum(r.ts_ms.size for r in results)))
     body = serialize_results(query, results, global_annotations=outcome.global_annotations,
-                             stats=outcome.stats)
+                             stats=outcome.stats, deadline=budget)
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
     return Response(dumps_opentsdb(body), content_type=JSON_TYPE)
