@@ -15,6 +15,7 @@ from flask import Response, current_app, jsonify, request
 
 from app.api import bp
 from app.api.body import json_body, param, parse_int_param
+from app.api.budget import request_budget
 from app.errors import BadRequestError, TsdbError
 from app.query.timeparse import parse_duration_ms, parse_time
 from app.tsdb import TSDB
@@ -102,7 +103,7 @@ def lookup() -> Response:
     limit = parse_limit(spec["limit"], tsdb.config["tsd.search.lookup.default_limit"])
     start_s, end_s = _time_bounds(tsdb, spec["start"], spec["end"])
     result = lookup_series(tsdb, spec["metric"], spec["tags"], limit, start_s, end_s,
-                           tsdb.config["tsd.query.timeout"])
+                           request_budget())
     body: dict[str, Any] = {"type": "LOOKUP"}
     if spec["metric"] is not None:
         body["metric"] = spec["metric"]

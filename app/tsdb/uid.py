@@ -20,6 +20,7 @@ import unicodedata
 from collections.abc import Callable, Mapping
 
 from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, UidExhaustedError
+from app.query.limits import NO_DEADLINE, Deadline
 from app.storage.base import Table, prefix_stop
 from app.tsdb.points import echo
 
@@ -184,8 +185,9 @@ class UniqueId:
         # Another writer assigned this name first: use its UID (ours stays an orphan).
         return self.get_id(name)
 
-    def suggest(self, prefix: str, limit: int) -> list[str]:
-        """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""
+    def suggest(self, prefix: str, limit: int, deadline: Deadline = NO_DEADLINE) -> list[str]:
+        """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix
+        scan; ``deadline``, the request's budget, checked every 256 rows)."""
         try:
             start = prefix.encode("utf-8")
         except UnicodeEncodeError:
@@ -194,9 +196,13 @@ class UniqueId:
             return []  # no stored name is that long (and HBase refuses such a scan key)
         # Forward rows are names; skip the binary reverse/MAXID rows by starting above 0x00.
         names: list[str] = []
+        scanned = 0
         for row, cells in self._table().scan(row_start=start or b"\x01",
                                              row_stop=prefix_stop(start) if start else None,
                                              columns=[self._column(ID_FAMILY)]):
+            scanned += 1
+            if scanned % 256 == 0:
+                deadline.check()
             if len(cells.get(self._column(ID_FAMILY), b"")) != self.width:
                 continue
             try:
