@@ -32,7 +32,17 @@ from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
-from app.storage.base import Row, Table, prefix_stop, scan_ranges
+from app.storage.base import (
+    SCAN_MANY,
+    SCAN_STAMPED,
+    SCAN_STAMPS,
+    SCAN_STAMPS_SIZED,
+    Row,
+    Table,
+    able,
+    prefix_stop,
+    scan_ranges,
+)
 from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
 from app.tsdb import TSDB, closed_range, hour_cache
@@ -292,7 +302,7 @@ class SeriesReader:
         ranges = self.key_ranges(metric_uid, first_s, last_s, narrow)
         table = self.table()
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
-        if cache is not None and hasattr(table, "scan_stamps"):
+        if cache is not None and able(table, SCAN_STAMPS) is not None:
             self._cache, self._cache_table = cache, table.name
             return self._cached_rows(cache, table, ranges, keep, named)
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
@@ -308,12 +318,12 @@ class SeriesReader:
         cache; the others from storage, remembering the stamp they had (see hour_cache).
         Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
         # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
-        one_pass = hasattr(table, "scan_stamped") and (len(ranges) == 1
-                                                       or not hasattr(table, "scan_many"))
+        one_pass = able(table, SCAN_STAMPED) is not None and (
+            len(ranges) == 1 or able(table, SCAN_MANY) is None)
         if named is None and one_pass and not self._warm(cache, table, ranges):
             self._stamps = {}
             return [], self._one_pass(table, ranges, keep)
-        sized = named is not None and hasattr(table, "scan_stamps_sized")
+        sized = named is not None and able(table, SCAN_STAMPS_SIZED) is not None
         scan = table.scan_stamps_sized if sized else table.scan_stamps
         stamped = []
         for start, stop in ranges:
