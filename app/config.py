@@ -153,8 +153,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.query.limits.expression_nodes": Setting(
         10_000, int,
-        "pytsd: most nodes the outputs of one `/api/query/exp` request evaluate, references "
-        "to other expressions expanded (0 = no bound); answered 400 before any read.",
+        "pytsd: most nodes (operators, variables, numbers) in all the expressions of one "
+        "`/api/query/exp` request (0 = no bound); answered 400 before any read.",
     ),
     "tsd.query.limits.percentiles": Setting(
         100, int,

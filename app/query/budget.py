@@ -72,7 +72,7 @@ class InputBounds:
                  "tsd.query.limits.pattern_chars")
         if kind.endswith("regexp") and self.regexp_program_size:
             _at_most(self.regexp_program_size, compile_regexp(pattern).programsize,
-                     "RE2 program size of a regexp filter",
+                     "RE2 instructions in a regexp filter",
                      "tsd.query.limits.regexp_program_size")
 
     def check_tsuids(self, count: int) -> None:
@@ -84,8 +84,8 @@ class InputBounds:
                  "tsd.query.limits.expression_chars")
 
     def check_expression_nodes(self, nodes: int) -> None:
-        """The nodes an evaluation walks, references to other expressions expanded."""
-        _at_most(self.expression_nodes, nodes, "expression nodes (references expanded)",
+        """The nodes of all a request's expressions (each is evaluated once)."""
+        _at_most(self.expression_nodes, nodes, "expression nodes",
                  "tsd.query.limits.expression_nodes")
 
 

@@ -106,7 +106,8 @@ def note_from_cell(layout: codec.RowKeyLayout, key: bytes, qualifier: bytes,
 def _annotation_cells(layout: codec.RowKeyLayout, rows: Iterable[tuple[bytes, Row]],
                       deadline: Deadline = NO_DEADLINE) -> Iterator[tuple[bytes, Note]]:
     """``(row_key, note)`` for every annotation cell of the rows, the request's deadline
-    (and cancellation) checked every ``CHECK_EVERY_ROWS`` rows."""
+    (and cancellation) checked first and every ``CHECK_EVERY_ROWS`` rows."""
+    deadline.check()
     for count, (key, cells) in enumerate(rows, 1):
         if count % CHECK_EVERY_ROWS == 0:
             deadline.check()

@@ -46,6 +46,7 @@ def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False,
     started = time.perf_counter()
     budget = budget or Budget.from_config(tsdb.config)
     budget.bounds.check_query(query)
+    budget.check()  # called off (or out of time) before it started
     outcome = QueryOutcome(results=[])
     try:
         for sub in query.queries:

@@ -55,10 +55,11 @@ def last_points(tsdb: TSDB, queries: Sequence[LastQuery], back_scan_h: int, now_
     now_s = now_ms // 1000
     last_base_s = now_s - now_s % HOUR_S
     first_base_s = max(last_base_s - back_scan_h * HOUR_S, 0)
+    deadline.check()
     points: list[LastPoint] = []
     for query in queries:
         if query.tsuids:
-            rows = _tsuid_rows(tsdb, query.tsuids, first_base_s, last_base_s)
+            rows = _tsuid_rows(tsdb, query.tsuids, first_base_s, last_base_s, deadline)
             per_round = TSUID_ROWS_PER_ROUND
         else:
             rows = _metric_rows(tsdb, query, first_base_s, last_base_s, deadline)
@@ -67,12 +68,14 @@ def last_points(tsdb: TSDB, queries: Sequence[LastQuery], back_scan_h: int, now_
     return points
 
 
-def _tsuid_rows(tsdb: TSDB, tsuids: Sequence[str], first_base_s: int,
-                last_base_s: int) -> dict[bytes, list[bytes]]:
+def _tsuid_rows(tsdb: TSDB, tsuids: Sequence[str], first_base_s: int, last_base_s: int,
+                deadline: Deadline = NO_DEADLINE) -> dict[bytes, list[bytes]]:
     """Every row key of the window per TSUID, newest first."""
     hours = range(last_base_s, first_base_s - 1, -HOUR_S)
     rows: dict[bytes, list[bytes]] = {}
-    for text in tsuids:
+    for count, text in enumerate(tsuids, 1):
+        if count % 256 == 0:
+            deadline.check()
         tsuid = parse_tsuid(tsdb.layout, text, require_tags=True)
         rows[tsuid] = [tsdb.layout.row_key_from_tsuid(tsuid, base_s) for base_s in hours]
     return rows

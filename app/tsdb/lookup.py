@@ -258,6 +258,7 @@ def lookup_series(tsdb: TSDB, metric: str | None, pairs: Sequence[Pair], limit: 
     if metric is None and not pairs:
         raise BadRequestError("Missing metric and tags. Please supply at least one value.")
     started = time.monotonic()
+    deadline.check()
     try:
         metric_uid = None if _any(metric) else tsdb.metrics.get_id(metric or "")
         matcher = compile_matcher(tsdb, pairs)

@@ -196,6 +196,7 @@ class UniqueId:
             return []  # no stored name is that long (and HBase refuses such a scan key)
         # Forward rows are names; skip the binary reverse/MAXID rows by starting above 0x00.
         names: list[str] = []
+        deadline.check()
         scanned = 0
         for row, cells in self._table().scan(row_start=start or b"\x01",
                                              row_stop=prefix_stop(start) if start else None,
