@@ -258,3 +258,29 @@ def test_cancel_stops_the_deadline_checks() -> None:
     assert budget.cancelled
     with pytest.raises(QueryCancelledError, match="the client has gone"):
         budget.check(3)
+
+
+@pytest.mark.parametrize("others", [0, 2], ids=["sparse-metric-scans", "dense-metric-gets"])
+def test_exact_series_answer_the_same_by_keys_or_by_scan(
+        make_client: Callable[[dict[str, Any]], FlaskClient], others: int) -> None:
+    # 10 days of hours are 241 row keys for host=a: with only host=a's 3 rows stored a scan
+    # of the metric reads less; with 2 other series in every hour (480 more rows) the keys do.
+    start_s = 1_600_000_000 - 1_600_000_000 % 3600
+    points = [DataPoint("keys.m", start_s + hour * 3600 + 5, hour, {"host": "a"})
+              for hour in (0, 100, 239)]
+    points += [DataPoint("keys.m", start_s + hour * 3600, 1, {"host": f"o{n}"})
+               for n in range(others) for hour in range(240)]
+    client = make_client({})
+    tsdb = client.application.extensions["tsdb"]
+    assert not any(PointWriter(tsdb).write(points))
+    tsuid = (tsdb.metrics.get_id("keys.m") + tsdb.tagk.get_id("host")
+             + tsdb.tagv.get_id("a")).hex().upper()
+    expected = {str(start_s + hour * 3600 + 5): hour for hour in (0, 100, 239)}
+    for sub in ({"aggregator": "sum", "tsuids": [tsuid]},
+                {"aggregator": "sum", "metric": "keys.m", "explicitTags": True, "filters": [
+                    {"type": "literal_or", "tagk": "host", "filter": "a", "groupBy": True}]}):
+        response = client.post("/api/query", json={
+            "start": start_s, "end": start_s + 240 * 3600, "queries": [sub]})
+        assert response.status_code == 200, response.get_data(as_text=True)[:300]
+        [series] = response.get_json()
+        assert series["tags"] == {"host": "a"} and series["dps"] == expected
