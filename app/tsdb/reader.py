@@ -428,8 +428,9 @@ class SeriesReader:
         """
         start, stop = self.layout.metric_scan_range(salt, metric_uid, first_s, last_s)
         hours = (last_s - first_s) // self.row_span_s + 1
-        if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS:
-            return [(start, stop)]
+        if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS \
+                or hours * (len(narrow.literal_uids) + 1) > MAX_EXACT_KEYS:
+            return [(start, stop)]  # one wide scan beats that many narrow ones
         ranges: list[tuple[bytes, bytes | None]] = []
         for base_s in range(first_s, last_s + 1, self.row_span_s):
             hour = salt + metric_uid + base_s.to_bytes(4, "big")
