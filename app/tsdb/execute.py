@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -15,7 +14,6 @@ from app.engine.model import GroupResult
 from app.errors import QueryLimitError, QueryTimeoutError
 from app.query.ast import Query, SubQuery
 from app.query.budget import Budget
-from app.query.limits import QueryLimits
 from app.query.validate import describe_query
 from app.tsdb import TSDB
 from app.tsdb.reader import SeriesReader
@@ -29,12 +27,6 @@ class QueryOutcome:
     global_annotations: list[dict[str, Any]] = field(default_factory=list)
     stats: dict[int, dict[str, Any]] = field(default_factory=dict)
     summary: dict[str, Any] = field(default_factory=dict)
-
-
-def query_limits(config: Mapping[str, Any]) -> QueryLimits:
-    return QueryLimits(data_points=config["tsd.query.limits.data_points.default"],
-                       bytes=config["tsd.query.limits.bytes.default"],
-                       emitted_points=config["tsd.query.limits.emitted_points"])
 
 
 def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False,
