@@ -91,19 +91,22 @@ def _estimated_points(exp: ExpQuery, inputs: dict[str, MetricInput]) -> int:
     while the outputs are evaluated) holds at most the points of the metrics it reaches,
     its time-synced union of timestamps; metric outputs hold their metric's points."""
     points = {name: sum(s.ts_ms.size for s in metric.series) for name, metric in inputs.items()}
-    total = 0
+    reached: dict[str, frozenset[str]] = {}  # expression -> the metrics it reaches
     for exp_id in exp.parsed:
-        reached, stack, seen = set(), [exp_id], set()
-        while stack:
-            name = stack.pop()
-            if name in seen:
+        stack = [(exp_id, False)]
+        while stack:  # depth first, each expression once (a chain of 1,000 is linear)
+            name, expanded = stack.pop()
+            if name in reached:
                 continue
-            seen.add(name)
-            if name in exp.parsed:
-                stack.extend(exp.parsed[name].variables)
-            elif name in points:
-                reached.add(name)
-        total += sum(points[name] for name in reached)
+            uses = exp.parsed[name].variables
+            if expanded:
+                reached[name] = frozenset().union(
+                    *(reached[v] for v in uses if v in exp.parsed),
+                    (v for v in uses if v in points))
+                continue
+            stack.append((name, True))
+            stack.extend((v, False) for v in uses if v in exp.parsed and v not in reached)
+    total = sum(points[m] for metrics in reached.values() for m in metrics)
     return total + sum(points.get(o.id or "", 0) for o in _outputs(exp)
                        if o.id not in exp.parsed)
 
