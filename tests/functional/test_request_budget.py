@@ -284,3 +284,16 @@ def test_exact_series_answer_the_same_by_keys_or_by_scan(
         assert response.status_code == 200, response.get_data(as_text=True)[:300]
         [series] = response.get_json()
         assert series["tags"] == {"host": "a"} and series["dps"] == expected
+
+
+def test_a_cancelled_budget_stops_a_gexp_tree_at_its_first_node() -> None:
+    from app.engine.gexp_eval import evaluate_tree
+    from app.engine.gexp_functions import FUNCTIONS, GexpContext
+    from app.query.gexp import parse_expressions
+
+    trees, _ = parse_expressions(["movingAverage(scale(sum:m,2),'1m')"], FUNCTIONS)
+    budget = Budget(timeout_ms=0)
+    budget.cancel()
+    with pytest.raises(QueryCancelledError):
+        evaluate_tree(trees[0], [[]], GexpContext(0, 1, deadline=budget))
+    assert evaluate_tree(trees[0], [[]], GexpContext(0, 1)) == []
