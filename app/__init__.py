@@ -36,6 +36,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from app import api, ui
     from app.api import errors, security
     from app.config import load_config
+    from app.meta.tree_builder import attach_tree_processing
     from app.routing import OpenTsdbPaths
     from app.storage import describe_storage
     from app.tsdb import TSDB
@@ -47,6 +48,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     # Werkzeug refuses (413) a body longer than this before reading it, even chunked.
     app.config["MAX_CONTENT_LENGTH"] = tsd_config["tsd.http.request.max_body_bytes"] or None
     app.extensions["tsdb"] = tsdb = TSDB(tsd_config)
+    attach_tree_processing(tsdb)
     if tsdb.compaction_queue is not None:
         # create_app runs in each gunicorn worker (no preload), so this thread is per worker.
         from app.tsdb.compaction import run_in_background

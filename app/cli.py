@@ -16,7 +16,8 @@ import click
 
 from app import __version__
 from app.config import load_config
-from app.errors import StorageError, TsdbError
+from app.errors import TsdbError
+from app.meta.tree_builder import attach_tree_processing
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
@@ -27,7 +28,9 @@ from plugin.cli import auth as auth_group
 
 
 def open_tsdb(**overrides: object) -> TSDB:
-    return TSDB(load_config({k: v for k, v in overrides.items() if v is not None}))
+    tsdb = TSDB(load_config({k: v for k, v in overrides.items() if v is not None}))
+    attach_tree_processing(tsdb)
+    return tsdb
 
 
 class TsdbGroup(click.Group):
@@ -84,13 +87,17 @@ def read_lines(raw: IO[bytes]) -> Iterator[str]:
 @click.argument("files", nargs=-1, required=True, type=click.Path(exists=True, dir_okay=False))
 @click.option("--auto-metric", is_flag=True, help="Assign UIDs to unknown metrics.")
 @click.option("--progress/--no-progress", default=True)
-def import_command(files: tuple[str, ...], auto_metric: bool, progress: bool) -> None:
-    """Import files in OpenTSDB's text format (plain or gzip)."""
+@click.option("--no-plugins", is_flag=True,
+              help="Skip the write filter and real-time publisher plugins (a backfill).")
+def import_command(files: tuple[str, ...], auto_metric: bool, progress: bool,
+                   no_plugins: bool) -> None:
+    """Import files in OpenTSDB's text format (plain or gzip), through the one write path
+    the put endpoints use (plugins included unless --no-plugins)."""
     tsdb = open_tsdb(**({"tsd.core.auto_create_metrics": True} if auto_metric else {}))
     started = time.perf_counter()
     ok = failed = 0
     for path in files:
-        good, bad = import_file(PointWriter(tsdb), path, progress)
+        good, bad = import_file(PointWriter(tsdb, plugins=not no_plugins), path, progress)
         ok, failed = ok + good, failed + bad
     elapsed = time.perf_counter() - started
     click.echo(f"imported {ok} points ({failed} failed) in {elapsed:.2f}s "
@@ -113,18 +120,26 @@ def import_file(writer: PointWriter, path: str, progress: bool) -> tuple[int, in
             if not line.strip() or line.startswith("#"):
                 continue
             try:
-                importer.add(line)
-            except StorageError:
-                raise  # the store failed, not this name or line: fail the whole request
+                importer.add(line, number)
             except TsdbError as exc:
                 failed += 1
                 click.echo(f"{path}:{number}: {exc.message}: {line.strip()}", err=True)
                 continue
             if importer.pending >= BATCH_POINTS:
-                ok += importer.flush()
-        ok += importer.flush()
+                failed += _flushed(importer, path)
+        failed += _flushed(importer, path)
+        ok = importer.stored
         bar.update(bar.total - bar.n)
     return ok, failed
+
+
+def _flushed(importer: Importer, path: str) -> int:
+    """Write the importer's batch (a storage failure fails the import); report and count
+    the lines the store refused."""
+    refused = importer.flush()
+    for line in refused:
+        click.echo(f"{path}:{line.number}: {line.error.message}: {line.line.strip()}", err=True)
+    return len(refused)
 
 
 @main.command()

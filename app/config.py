@@ -189,6 +189,36 @@ SETTINGS: dict[str, Setting] = {
         "before the read. Other output is checked before serialising, which also bounds the "
         "JSON (5M points: about 100 MB of JSON and under 1 GB of worker memory).",
     ),
+    "tsd.query.limits.pattern_chars": Setting(
+        1024, int,
+        "pytsd: longest `wildcard` or `regexp` filter pattern, in characters (0 = no "
+        "bound); answered 400 before any read.",
+    ),
+    "tsd.query.limits.regexp_program_size": Setting(
+        2000, int,
+        "pytsd: largest RE2 program a `regexp` filter may compile to (0 = no bound; RE2's "
+        "search time grows with it, and RE2 itself refuses programs over 8 MiB); answered "
+        "400 before any read.",
+    ),
+    "tsd.query.limits.expression_chars": Setting(
+        4096, int,
+        "pytsd: longest `/api/query/exp` expression, in characters (0 = no bound); answered "
+        "400 before it is parsed.",
+    ),
+    "tsd.query.limits.expression_nodes": Setting(
+        10_000, int,
+        "pytsd: most nodes (operators, variables, numbers) in all the expressions of one "
+        "`/api/query/exp` request (0 = no bound); answered 400 before any read.",
+    ),
+    "tsd.query.limits.percentiles": Setting(
+        100, int,
+        "pytsd: most `percentiles` in one sub-query (0 = no bound); answered 400.",
+    ),
+    "tsd.query.limits.tsuids": Setting(
+        10_000, int,
+        "pytsd: most `tsuids` in one sub-query of `/api/query` or `/api/query/last` (0 = no "
+        "bound); answered 400.",
+    ),
     "tsd.http.request.max_inflated_bytes": Setting(
         64 << 20, int,
         "pytsd: largest size a gzip or deflate request body may inflate to, in bytes; "

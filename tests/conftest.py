@@ -22,6 +22,7 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from app.config import load_config
+from app.meta.tree_builder import attach_tree_processing
 from app.tsdb import TSDB, hour_cache
 from app.tsdb.schema import create_tables
 
@@ -182,6 +183,7 @@ def tsdb(tsd_config: dict[str, Any]) -> Iterator[TSDB]:
 def app_over(tsdb: TSDB) -> Flask:
     """The app over an existing TSDB (its store and UID caches), in testing mode."""
     app = create_app(dict(tsdb.config))
+    attach_tree_processing(tsdb)  # as create_app does for the TSDB it opens
     app.extensions["tsdb"] = tsdb
     app.config["TESTING"] = True
     return app

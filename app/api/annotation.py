@@ -23,6 +23,7 @@ from flask import Response, current_app, request
 import app.tsdb.annotations as store
 from app.api import bp
 from app.api.body import json_body, raw_body
+from app.api.budget import request_budget
 from app.errors import BadRequestError, MethodNotAllowedError, NotFoundError
 from app.query.parse import parse_metric_and_filters
 from app.query.timeparse import parse_time
@@ -144,7 +145,7 @@ def global_annotations() -> Response:
         raise BadRequestError("Missing start time")
     end_ms = parse_when(request.args.get("end_time"))
     end_ms = now_ms() if end_ms < 1 else end_ms
-    notes = store.global_notes(get_tsdb(), start_ms, end_ms)
+    notes = store.global_notes(get_tsdb(), start_ms, end_ms, request_budget())
     return json_response([note.api_json() for note in notes])
 
 
@@ -246,18 +247,20 @@ def _flag(name: str, default: bool) -> bool:
 
 def _selected_notes(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
     notes: dict[tuple[str, int], Note] = {}
+    budget = request_budget()
     if _flag("global", True):
         notes.update(((n.tsuid, n.start_ms), n) for n in store.global_notes(tsdb, start_ms,
-                                                                             end_ms))
+                                                                             end_ms, budget))
     tsuids = [t.strip().upper() for value in request.args.getlist("tsuid")
               for t in value.split(",") if t.strip()]
     if tsuids:
         notes.update(((n.tsuid.upper(), n.start_ms), n)
-                     for n in store.tsuid_notes(tsdb, tsuids, start_ms, end_ms))
+                     for n in store.tsuid_notes(tsdb, tsuids, start_ms, end_ms, budget))
     for expression in request.args.getlist("m"):
         metric, filters = parse_metric_and_filters(expression.strip())
         notes.update(((n.tsuid.upper(), n.start_ms), n)
-                     for n in store.metric_notes(tsdb, metric, filters, start_ms, end_ms))
+                     for n in store.metric_notes(tsdb, metric, filters, start_ms, end_ms,
+                                                 budget))
     return sorted(notes.values(), key=lambda n: (n.start_ms, n.tsuid))
 
 

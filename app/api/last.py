@@ -16,6 +16,7 @@ from flask import Response, current_app, jsonify, request
 
 from app.api import bp, stats
 from app.api.body import has_param, json_body, param, parse_int_param
+from app.api.budget import request_budget
 from app.api.serialize import java_double
 from app.errors import BadRequestError
 from app.tsdb import TSDB
@@ -106,8 +107,11 @@ def query_last() -> Response:
     if not queries:
         raise BadRequestError("Missing sub queries")
     tsdb: TSDB = current_app.extensions["tsdb"]
+    budget = request_budget()
+    for query in queries:
+        budget.bounds.check_tsuids(len(query.tsuids))
     points = last_points(tsdb, queries, _back_scan_hours(tsdb, back_scan),
-                         time.time_ns() // 1_000_000, tsdb.config["tsd.query.timeout"])
+                         time.time_ns() // 1_000_000, budget)
     stats.record_points_read(len(points))
     rendered = (_render(tsdb, point, resolve) for point in points)
     return jsonify([item for item in rendered if item is not None])

@@ -10,12 +10,14 @@ from flask import Response, current_app, request
 
 from app.api import bp, security
 from app.api.body import has_param, parse_json, raw_body
+from app.api.budget import request_budget
 from app.api.query_tracking import Tracking, tracked
 from app.api.schemas import query_from_json
 from app.api.serialize import dumps_opentsdb, serialize_results, stats_summary
 from app.api.stats import record_points_read
 from app.errors import BadRequestError
 from app.query.ast import Query
+from app.query.budget import Budget
 from app.query.parse import query_from_args
 from app.tsdb.execute import run_query
 
@@ -63,12 +65,13 @@ def query() -> Response:
         query = dataclasses.replace(query, delete=True)
     if query.delete:
         authorize_delete()
+    budget = request_budget()
     with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
-        return _answer(query, tracking)
+        return _answer(query, tracking, budget)
 
 
-def _answer(query: Query, tracking: Tracking) -> Response:
-    outcome = run_query(current_app.extensions["tsdb"], query)
+def _answer(query: Query, tracking: Tracking, budget: Budget) -> Response:
+    outcome = run_query(current_app.extensions["tsdb"], query, budget=budget)
     tracking.ran(outcome.stats)
     summary = None
     if query.show_summary:
@@ -76,7 +79,7 @@ def _answer(query: Query, tracking: Tracking) -> Response:
     serialize_started = time.perf_counter()
     body = serialize_results(query, outcome.results,
                              global_annotations=outcome.global_annotations,
-                             stats=outcome.stats, summary=summary)
+                             stats=outcome.stats, summary=summary, deadline=budget)
     if summary is not None:
         # OpenTSDB's summary also times the serialisation. The dps text is rendered by now
         # and ``body`` shares this inner dict, so the figures still reach the response.

@@ -16,6 +16,7 @@ from flask import Response, current_app, request
 
 from app.api import bp
 from app.api.body import parse_json, raw_body
+from app.api.budget import request_budget
 from app.api.exp_serialize import expression_output, metric_output, query_echo
 from app.api.query import JSON_TYPE, authorize_delete, delete_allowed
 from app.api.query_tracking import tracked
@@ -33,6 +34,7 @@ from app.engine.model import GroupResult
 from app.errors import BadRequestError
 from app.query.ast import Query
 from app.query.expression.javaorder import hashmap_order
+from app.query.expression.jexl import Node
 from app.query.expression.model import ExpQuery, ExpQueryError, Output, parse_exp_query
 from app.query.expression.validate import validate_exp_query
 from app.tsdb import TSDB
@@ -47,25 +49,69 @@ def query_exp() -> Response:
     if not text:
         raise BadRequestError("Incoming data was null or empty")
     now_ms = time.time_ns() // 1_000_000
+    budget = request_budget()
     try:
-        exp = validate_exp_query(parse_exp_query(parse_json(text)), now_ms)
+        exp = parse_exp_query(parse_json(text))
+        for expression in exp.expressions or ():
+            budget.bounds.check_expression(expression.expr or "")  # before it is parsed
+        exp = validate_exp_query(exp, now_ms)
     except ExpQueryError as exc:
         raise BadRequestError(str(exc)) from exc
+    budget.bounds.check_expression_nodes(sum(_nodes(e.tree) for e in exp.parsed.values()))
     tsdb = current_app.extensions["tsdb"]
     query, source_of = _sub_queries(exp, now_ms)
     with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
-        outcome = run_query(tsdb, query, keep_scanned=True)
+        outcome = run_query(tsdb, query, keep_scanned=True, budget=budget)
         tracking.ran(outcome.stats)
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
     inputs = _inputs(tsdb, exp, outcome.results, source_of)
+    budget.check_estimate("the expressions", _estimated_points(exp, inputs))
     ctx = Context(inputs, hashmap_order([m.id or "" for m in exp.metrics or ()],
-                                        len(exp.metrics or ())), exp.parsed)
+                                        len(exp.metrics or ())), exp.parsed, deadline=budget)
     try:
-        outputs = [_output(o, ctx, query) for o in _outputs(exp)]
+        outputs = []
+        for output in _outputs(exp):
+            budget.check()
+            outputs.append(_output(output, ctx, query))
     except ExpressionRuntimeError as exc:
         raise BadRequestError(str(exc)) from exc
     body = {"outputs": [o for o in outputs if o is not None], "query": query_echo(exp)}
     return Response(dumps_opentsdb(body), content_type=JSON_TYPE)
+
+
+def _nodes(tree: Node | None) -> int:
+    """The nodes of one parsed expression (each is evaluated once, however often used)."""
+    count, stack = 0, [tree] if tree is not None else []
+    while stack:
+        node = stack.pop()
+        count += 1
+        stack.extend(node.args)
+    return count
+
+
+def _estimated_points(exp: ExpQuery, inputs: dict[str, MetricInput]) -> int:
+    """Points the request builds, before it builds them: every expression (all are kept
+    while the outputs are evaluated) holds at most the points of the metrics it reaches,
+    its time-synced union of timestamps; metric outputs hold their metric's points."""
+    points = {name: sum(s.ts_ms.size for s in metric.series) for name, metric in inputs.items()}
+    reached: dict[str, frozenset[str]] = {}  # expression -> the metrics it reaches
+    for exp_id in exp.parsed:
+        stack = [(exp_id, False)]
+        while stack:  # depth first, each expression once (a chain of 1,000 is linear)
+            name, expanded = stack.pop()
+            if name in reached:
+                continue
+            uses = exp.parsed[name].variables
+            if expanded:
+                reached[name] = frozenset().union(
+                    *(reached[v] for v in uses if v in exp.parsed),
+                    (v for v in uses if v in points))
+                continue
+            stack.append((name, True))
+            stack.extend((v, False) for v in uses if v in exp.parsed and v not in reached)
+    total = sum(points[m] for metrics in reached.values() for m in metrics)
+    return total + sum(points.get(o.id or "", 0) for o in _outputs(exp)
+                       if o.id not in exp.parsed)
 
 
 def _sub_queries(exp: ExpQuery, now_ms: int) -> tuple[Query, list[int]]:

@@ -15,6 +15,7 @@ from dataclasses import replace
 from flask import Response, current_app, request
 
 from app.api import bp
+from app.api.budget import request_budget
 from app.api.query_tracking import tracked
 from app.api.serialize import dumps_opentsdb, serialize_results
 from app.api.stats import record_points_read
@@ -71,8 +72,9 @@ def query_gexp() -> Response:
     tsd = current_app.config["TSD"]
     query = query_from_args(args, time.time_ns() // 1_000_000, tsd["tsd.core.timezone"])
     tsdb: TSDB = current_app.extensions["tsdb"]
+    budget = request_budget()
     with tracked(query) as tracking:  # its lane, /api/stats/query, the query log
-        outcome = run_query(tsdb, query)
+        outcome = run_query(tsdb, query, budget=budget)
         tracking.ran(outcome.stats)
     by_index: dict[int, list[GroupResult]] = {}
     for result in outcome.results:
@@ -80,9 +82,13 @@ def query_gexp() -> Response:
     tsuid_count = len(args.get("tsuid", []))
     by_leaf = [by_index.get(index, [])
                for index in _leaf_indexes(args["m"], tsuid_count, len(leaves))]
-    context = GexpContext(query.start_ms, query.end_ms, TsdbUidOrder(tsdb))
-    results = [series for tree in trees for series in evaluate_tree(tree, by_leaf, context)]
+    context = GexpContext(query.start_ms, query.end_ms, TsdbUidOrder(tsdb), budget)
+    results = []
+    for tree in trees:
+        budget.check()
+        results += evaluate_tree(tree, by_leaf, context)
+    budget.limits.check_output(query.queries[-1], int(sum(r.ts_ms.size for r in results)))
     body = serialize_results(query, results, global_annotations=outcome.global_annotations,
-                             stats=outcome.stats)
+                             stats=outcome.stats, deadline=budget)
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
     return Response(dumps_opentsdb(body), content_type=JSON_TYPE)

@@ -17,6 +17,7 @@ from flask import Response, current_app, jsonify, request
 
 from app.api import bp
 from app.api.body import json_body, param, parse_int_param
+from app.api.budget import request_budget
 from app.errors import BadRequestError, TsdbError
 from app.meta import search as meta_search
 from app.query.timeparse import parse_duration_ms, parse_time
@@ -105,7 +106,7 @@ def lookup() -> Response:
     limit = parse_limit(spec["limit"], tsdb.config["tsd.search.lookup.default_limit"])
     start_s, end_s = _time_bounds(tsdb, spec["start"], spec["end"])
     result = lookup_series(tsdb, spec["metric"], spec["tags"], limit, start_s, end_s,
-                           tsdb.config["tsd.query.timeout"])
+                           request_budget())
     body: dict[str, Any] = {"type": "LOOKUP"}
     if spec["metric"] is not None:
         body["metric"] = spec["metric"]
@@ -178,7 +179,6 @@ def _search_results(tsdb: TSDB, search_type: str, terms: meta_search.SearchTerms
                     start_index: int) -> tuple[int, list[str]]:
     """The number of hits and the JSON of the page ``[start_index, start_index + limit)``."""
     end = start_index + limit
-    timeout_ms = tsdb.config["tsd.query.timeout"]
     if search_type == "uidmeta":
         uids = meta_search.search_uid_metas(tsdb, terms)
         metas = (meta_search.uid_meta_or_none(tsdb, kind, uid)
@@ -188,7 +188,7 @@ def _search_results(tsdb: TSDB, search_type: str, terms: meta_search.SearchTerms
         notes = meta_search.search_notes(tsdb, terms)
         return len(notes), [json.dumps(note.api_json(), ensure_ascii=False,
                                        separators=(",", ":")) for note in notes[start_index:end]]
-    tsuids = meta_search.search_tsuids(tsdb, terms, timeout_ms)
+    tsuids = meta_search.search_tsuids(tsdb, terms, request_budget())
     page = tsuids[start_index:end]
     if search_type == "tsuids":
         return len(tsuids), [json.dumps(tsuid.hex().upper()) for tsuid in page]

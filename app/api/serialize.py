@@ -37,6 +37,7 @@ import orjson
 
 from app.engine.model import BoolArray, Float64Array, GroupResult, Int64Array
 from app.query.ast import Query, RateOptions, SubQuery
+from app.query.limits import NO_DEADLINE, Deadline
 
 _SECOND_MASK = 0xFFFFFFFF00000000
 # OpenTSDB 2.4.1 prints startTime before endTime (checked against it by tests/differential)
@@ -254,8 +255,10 @@ def stats_summary(summary: Mapping[str, Any],
 def serialize_results(query: Query, results: list[GroupResult], *,
                       global_annotations: Sequence[Mapping[str, Any]] = (),
                       stats: Mapping[int, Mapping[str, Any]] | None = None,
-                      summary: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
-    """The response array; write it with :func:`dumps_opentsdb`.
+                      summary: Mapping[str, Any] | None = None,
+                      deadline: Deadline = NO_DEADLINE) -> list[dict[str, Any]]:
+    """The response array; write it with :func:`dumps_opentsdb`. ``deadline``: the
+    request's budget, checked per series rendered.
 
     ``stats`` maps a sub-query index to its statistics (``show_stats``); ``summary`` is the
     already built :func:`stats_summary` element appended with ``show_summary``.
@@ -267,6 +270,7 @@ def serialize_results(query: Query, results: list[GroupResult], *,
     output: list[dict[str, Any]] = []
     key_cache = KeyCache()
     for result in results:
+        deadline.check(result.query_index)
         sub = subs.get(result.query_index)
         series: dict[str, Any] = {"metric": result.metric, "tags": dict(result.tags),
                                   "aggregateTags": list(result.aggregate_tags)}

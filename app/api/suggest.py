@@ -13,6 +13,7 @@ from flask import Response, current_app, jsonify, request
 
 from app.api import bp
 from app.api.body import json_body, param, parse_int_param, raw_body
+from app.api.budget import request_budget
 from app.errors import BadRequestError
 
 DEFAULT_MAX = 25  # UniqueId.MAX_SUGGESTIONS
@@ -52,4 +53,4 @@ def suggest() -> Response:
         raise BadRequestError("Invalid 'q' parameter", "q must be a string")
     limit = parse_max(raw_max)
     uids = current_app.extensions["tsdb"].uids[kind]
-    return jsonify(uids.suggest(prefix or "", limit))
+    return jsonify(uids.suggest(prefix or "", limit, request_budget()))

@@ -31,6 +31,7 @@ from app.engine.expression_eval import BOOL, DOUBLE, JAVA_TYPE, evaluate
 from app.engine.model import Float64Array, Int64Array
 from app.query.expression.javaorder import hashmap_order
 from app.query.expression.model import Expression, Join
+from app.query.limits import NO_DEADLINE, Deadline
 
 LONG_MAX = 2**63 - 1
 
@@ -86,6 +87,8 @@ class Context:
     metric_order: list[str]          # OpenTSDB's sub-query map order of the metric ids
     expressions: dict[str, Expression]
     done: dict[str, SeriesSet] = field(default_factory=dict)
+    # The request's budget: checked before each expression is evaluated.
+    deadline: Deadline = NO_DEADLINE
 
 
 def row_of(series: VarSeries) -> Row:
@@ -109,6 +112,7 @@ def evaluate_expression(exp_id: str, ctx: Context) -> SeriesSet:
     long chain of expressions cannot exhaust the stack)."""
     for dependency in _bottom_up(exp_id, ctx.expressions):
         if dependency not in ctx.done:
+            ctx.deadline.check()
             ctx.done[dependency] = _evaluate_one(dependency, ctx)
     return ctx.done[exp_id]
 

@@ -40,6 +40,7 @@ def tree_text(call: Call) -> str:
 def evaluate_tree(call: Call, leaf_results: list[list[GroupResult]],
                   ctx: GexpContext) -> list[GroupResult]:
     """The tree's output series; ``leaf_results[i]`` holds the series of leaf ``i``."""
+    ctx.deadline.check()
     positions = [i for i, _ in call.series_args]
     if positions != list(range(len(positions))):
         # OpenTSDB looks series arguments up by position 0, 1, ...: a plain parameter

@@ -20,6 +20,7 @@ import numpy as np
 
 from app.engine.model import BoolArray, Float64Array, GroupResult
 from app.errors import BadRequestError
+from app.query.limits import NO_DEADLINE, Deadline
 
 INT_MAX = 2**31 - 1
 
@@ -52,6 +53,8 @@ class GexpContext:
     start_ms: int
     end_ms: int
     uids: UidOrder = field(default_factory=NameOrder)
+    # The request's budget: checked per expression node and per series a function walks.
+    deadline: Deadline = NO_DEADLINE
 
 
 Inputs = list[list[GroupResult]]
@@ -91,6 +94,13 @@ def _flat(inputs: Inputs) -> list[GroupResult]:
     return [result for results in inputs for result in results]
 
 
+def _each(ctx: GexpContext, inputs: Inputs) -> Iterable[GroupResult]:
+    """Every input series, the request's deadline checked before each."""
+    for result in _flat(inputs):
+        ctx.deadline.check()
+        yield result
+
+
 def _in_range(ctx: GexpContext, result: GroupResult) -> np.ndarray:
     return (result.ts_ms >= ctx.start_ms) & (result.ts_ms <= ctx.end_ms)
 
@@ -122,7 +132,7 @@ def scale(ctx: GexpContext, inputs: Inputs, params: list[str]) -> list[GroupResu
         raise BadRequestError("Invalid parameter, must be an integer or floating point") from None
     factor_is_int = math.isfinite(factor) and factor == math.floor(factor)
     out = []
-    for result in _flat(inputs):
+    for result in _each(ctx, inputs):
         ints = point_ints(result) & factor_is_int
         values = np.asarray(result.values, dtype=np.float64) * factor
         out.append(derived(result, result.ts_ms, values, ints))
@@ -140,7 +150,7 @@ def alias(ctx: GexpContext, inputs: Inputs, params: list[str]) -> list[GroupResu
         raise BadRequestError("Missing the alias")
     template = ",".join(params)
     out = []
-    for result in _flat(inputs):
+    for result in _each(ctx, inputs):
         name = template
         if "@" in name and result.tags:
             for key, value in result.tags.items():
@@ -234,7 +244,7 @@ def moving_average(ctx: GexpContext, inputs: Inputs, params: list[str]) -> list[
         return []
     size, timed = _window(params)
     out = []
-    for result in _flat(inputs):
+    for result in _each(ctx, inputs):
         keep = _in_range(ctx, result)
         ts = result.ts_ms[keep]
         averages = _averages(ts, result.values[keep].astype(np.float64), size, timed)
@@ -291,6 +301,7 @@ def _scores(ctx: GexpContext, series: list[GroupResult], latest: bool) -> list[f
     slots hold the values at the last timestamp of each kind (0 for a series without one)."""
     kept = []
     for result in series:
+        ctx.deadline.check()
         keep = _in_range(ctx, result)
         kept.append((result.ts_ms[keep], result.values[keep], point_ints(result)[keep]))
     if not kept:

@@ -19,13 +19,13 @@ scans of the data table; UIDMeta from the UID table; annotations from the data t
 from __future__ import annotations
 
 import fnmatch
-import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName, QueryTimeoutError
+from app.errors import BadRequestError, NoSuchUniqueId, NoSuchUniqueName
 from app.meta.codec import KIND_OF_TYPE, TSMeta, UIDMeta
 from app.meta.store import load_ts_meta, load_uid_meta
+from app.query.limits import NO_DEADLINE, Deadline
 from app.tsdb import TSDB
 from app.tsdb.annotation_model import Note
 from app.tsdb.annotations import global_notes, metric_notes
@@ -79,9 +79,9 @@ def _glob(pattern: str | None) -> str:
 # --- series -----------------------------------------------------------------------------------
 
 
-def search_tsuids(tsdb: TSDB, terms: SearchTerms, timeout_ms: int = 0) -> list[bytes]:
-    """Every series matching, sorted by TSUID."""
-    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+def search_tsuids(tsdb: TSDB, terms: SearchTerms,
+                  deadline: Deadline = NO_DEADLINE) -> list[bytes]:
+    """Every series matching, sorted by TSUID (``deadline``: the request's budget)."""
     metric_uids = _metric_uids(tsdb, terms.name_glob)
     try:
         matcher = compile_matcher(tsdb, terms.pairs)
@@ -114,12 +114,12 @@ def _has_meta(tsdb: TSDB) -> bool:
 
 
 def _meta_tsuids(tsdb: TSDB, metric_uids: set[bytes] | None, matcher: SeriesMatcher,
-                 deadline: float | None) -> Iterator[bytes]:
+                 deadline: Deadline) -> Iterator[bytes]:
     layout = tsdb.layout
     pair = layout.tagk_width + layout.tagv_width
     for count, (tsuid, _) in enumerate(tsdb.meta_table().scan(keys_only=True)):
-        if deadline is not None and count % 4096 == 4095 and time.monotonic() > deadline:
-            raise QueryTimeoutError("Search timed out", f"after {count + 1} series")
+        if count % 4096 == 4095:
+            deadline.check()
         if (len(tsuid) - layout.metric_width) % pair or len(tsuid) == layout.metric_width:
             continue
         if metric_uids is not None and tsuid[:layout.metric_width] not in metric_uids:

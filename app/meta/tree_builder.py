@@ -332,6 +332,13 @@ def process_through_trees(tsdb: TSDB, meta: TSMeta) -> int:
     return len(trees)
 
 
+def attach_tree_processing(tsdb: TSDB) -> None:
+    """Every TSMeta this process stores goes through the enabled trees, when
+    ``tsd.core.tree.enable_processing`` is on (``TSDB.new_ts_meta`` calls it)."""
+    if tsdb.config["tsd.core.tree.enable_processing"]:
+        tsdb.tree_processor = lambda tsuid: process_new_ts_meta(tsdb, tsuid)
+
+
 def process_new_ts_meta(tsdb: TSDB, tsuid: bytes) -> int:
     """``processTSMetaThroughTrees`` for a TSMeta just stored, when processing is on."""
     if not tsdb.config["tsd.core.tree.enable_processing"]:

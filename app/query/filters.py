@@ -122,11 +122,9 @@ class WildcardFilter(TagFilter):
         if "*" not in actual:
             raise BadRequestError("Filter must contain an asterisk")
         self.has_postfix = actual[0] == "*"
-        while actual[0] == "*" and len(actual) > 1:
-            actual = actual[1:]
+        actual = actual.lstrip("*") or "*"  # all of them but one, at once (not one by one)
         self.has_prefix = actual[-1] == "*"
-        while actual[-1] == "*" and len(actual) > 1:
-            actual = actual[:-1]
+        actual = actual.rstrip("*") or "*"
         self.components = actual.split("*") if actual.find("*") > 0 else [actual]
         self.match_any = self.components == ["*"]
 
@@ -187,6 +185,9 @@ def _regexp_options() -> re2.Options:
     options = re2.Options()
     options.max_mem = REGEXP_MAX_MEM_BYTES
     options.log_errors = False  # a bad pattern is the user's 400, not a server log line
+    # A filter asks only whether a value matches: without capture groups RE2 keeps to its
+    # fast matchers (5,000 nested groups made each search take half a second).
+    options.never_capture = True
     return options
 
 

@@ -40,7 +40,7 @@ class Deadline:
     def elapsed_ms(self) -> float:
         return (time.perf_counter() - self.started_s) * 1000
 
-    def check(self, index: int) -> None:
+    def check(self, index: int = 0) -> None:
         """Raise OpenTSDB's timeout (408) when the time is up; ``index`` names the sub-query."""
         if not self.timeout_ms:
             return

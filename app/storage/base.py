@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 Row = dict[bytes, bytes]
 """The cells of one row, keyed by ``b"family:qualifier"``."""
@@ -27,6 +28,10 @@ class Table(Protocol):
     """One HBase table."""
 
     name: str
+    #: The optional abilities (below) this table has: names of ``ABILITIES``. The read
+    #: path asks :func:`able`, never ``hasattr``; the store contract tests check that each
+    #: declared ability is there and behaves, and that none is left undeclared.
+    abilities: frozenset[str]
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         """Return the cells of one row (empty when the row does not exist)."""
@@ -118,17 +123,138 @@ class Store(Protocol):
         ...
 
 
+# --- optional abilities ------------------------------------------------------------------
+# A backend may offer faster ways to read; the read path uses each when the table declares
+# it (``Table.abilities``) and the plain ``scan``/``rows`` otherwise, with the same answers.
+
+Range = tuple[bytes | None, bytes | None]
+A = TypeVar("A")
+
+
+@runtime_checkable
+class ScanStamps(Protocol):
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
+                    family: str) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
+        without reading the values: what the hour cache validates a kept row with."""
+        ...
+
+
+@runtime_checkable
+class ScanStamped(Protocol):
+    def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
+                     family: str) -> Iterator[tuple[bytes, Row, int, int, int]]:
+        """``(row, cells, cell count, newest write time in ms, stored bytes)`` per row: the
+        values and the stamp of the very cells returned, in one scan."""
+        ...
+
+
+@runtime_checkable
+class ScanStampsSized(Protocol):
+    def scan_stamps_sized(self, row_start: bytes, row_stop: bytes | None,
+                          family: str) -> Iterator[tuple[bytes, int, int, int]]:
+        """:meth:`ScanStamps.scan_stamps` and each row's stored bytes, values left unread."""
+        ...
+
+
+@runtime_checkable
+class ScanMany(Protocol):
+    def scan_many(self, ranges: Sequence[Range],
+                  columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
+        """The rows of several ranges, in range order, fetched concurrently."""
+        ...
+
+
+@runtime_checkable
+class RangeStamp(Protocol):
+    def range_stamp(self, ranges: Sequence[tuple[bytes, bytes]],
+                    family: str) -> tuple[int, int]:
+        """``(cells, newest write time in ms)`` over every cell of ``family`` in the ranges."""
+        ...
+
+
+@runtime_checkable
+class RangeNewest(Protocol):
+    def range_newest(self, ranges: Sequence[tuple[bytes, bytes]],
+                     family: str) -> tuple[int, int]:
+        """``(rows, newest write time in ms)`` over the rows of the ranges."""
+        ...
+
+
+@runtime_checkable
+class ScanPacked(Protocol):
+    def scan_packed(self, row_start: bytes, row_stop: bytes | None, family: str,
+                    qualifier_prefixes: Sequence[bytes]
+                    ) -> Iterator[tuple[bytes, int, int, bytes, bytes]]:
+        """``(row, cells, newest write time, qualifiers joined, values joined)`` per row,
+        over the cells whose qualifier starts with one of ``qualifier_prefixes``."""
+        ...
+
+
+@runtime_checkable
+class ScanStampsPacked(Protocol):
+    def scan_stamps_packed(self, row_start: bytes, row_stop: bytes | None, family: str,
+                           qualifier_prefixes: Sequence[bytes]
+                           ) -> Iterator[tuple[bytes, int, int]]:
+        """:meth:`ScanStamps.scan_stamps` over the cells :meth:`ScanPacked.scan_packed` reads."""
+        ...
+
+
+@runtime_checkable
+class ScanNewest(Protocol):
+    def scan_newest(self, row_start: bytes, row_stop: bytes | None,
+                    family: str) -> Iterator[tuple[bytes, int]]:
+        """``(row, newest write time in ms)`` of each row of the range."""
+        ...
+
+
+@runtime_checkable
+class Versioned(Protocol):
+    def version(self) -> tuple[int, int]:
+        """``(version, time of the last change in ms)`` of the whole table."""
+        ...
+
+
+@dataclass(frozen=True)
+class Ability(Generic[A]):
+    """One optional ability: the name a table declares, the protocol that types it."""
+
+    name: str
+    protocol: object
+
+
+SCAN_STAMPS: Ability[ScanStamps] = Ability("scan_stamps", ScanStamps)
+SCAN_STAMPED: Ability[ScanStamped] = Ability("scan_stamped", ScanStamped)
+SCAN_STAMPS_SIZED: Ability[ScanStampsSized] = Ability("scan_stamps_sized", ScanStampsSized)
+SCAN_MANY: Ability[ScanMany] = Ability("scan_many", ScanMany)
+RANGE_STAMP: Ability[RangeStamp] = Ability("range_stamp", RangeStamp)
+RANGE_NEWEST: Ability[RangeNewest] = Ability("range_newest", RangeNewest)
+SCAN_PACKED: Ability[ScanPacked] = Ability("scan_packed", ScanPacked)
+SCAN_STAMPS_PACKED: Ability[ScanStampsPacked] = Ability("scan_stamps_packed", ScanStampsPacked)
+SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
+VERSIONED: Ability[Versioned] = Ability("version", Versioned)
+
+ABILITIES: tuple[Ability[Any], ...] = (
+    SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
+    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED)
+"""Every optional ability (its name is the method it adds)."""
+
+
+def able(table: Table, ability: Ability[A]) -> A | None:
+    """``table`` typed as the ability's protocol when it declares it, else None."""
+    return cast(A, table) if ability.name in table.abilities else None
+
+
 def scan_ranges(table: Table, ranges: Sequence[tuple[bytes | None, bytes | None]],
                 columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
     """The rows of each ``[start, stop)`` range in turn (e.g. one per salt bucket).
 
-    A backend whose table has ``scan_many(ranges, columns)`` (HBase) fetches the ranges
-    concurrently; otherwise they are scanned one after the other.
+    A backend whose table has ``scan_many`` (HBase) fetches the ranges concurrently;
+    otherwise they are scanned one after the other.
     """
-    scan_many = getattr(table, "scan_many", None)
-    if scan_many is not None:
-        rows: Iterator[tuple[bytes, Row]] = scan_many(ranges, columns)
-        return rows
+    many = able(table, SCAN_MANY)
+    if many is not None:
+        return many.scan_many(ranges, columns)
     return itertools.chain.from_iterable(
         table.scan(row_start=start, row_stop=stop, columns=columns) for start, stop in ranges)
 

@@ -256,6 +256,10 @@ class HBaseStore:
 class HBaseTable:
     """One HBase table, as the storage interface sees it."""
 
+    # The optional abilities of ``app.storage.base`` this backend offers.
+    abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
+                           "scan_packed", "scan_stamps_packed"})
+
     def __init__(self, store: HBaseStore, name: str) -> None:
         self.store = store
         self.name = name

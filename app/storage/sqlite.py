@@ -171,6 +171,10 @@ class SqliteStore:
 class SqliteTable:
     """One HBase table inside a :class:`SqliteStore`."""
 
+    # The optional abilities of ``app.storage.base`` this backend offers.
+    abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
+                           "range_newest", "scan_packed", "scan_newest", "version"})
+
     def __init__(self, store: SqliteStore, name: str) -> None:
         self.store = store
         self.name = name

@@ -56,6 +56,9 @@ class TSDB:
         if config["tsd.core.meta.enable_realtime_uid"]:
             for uids in self.uids.values():
                 uids.on_assigned = store_new_uid_meta
+        # What runs a new TSMeta through the trees: set by app.meta.tree_builder's
+        # attach_tree_processing (app.meta sits above app.tsdb); None: processing off.
+        self.tree_processor: Callable[[bytes], object] | None = None
         # TSUID tracking of the rows written (tsd.core.meta.*; None when it is off).
         self.tsuid_tracker: TsuidTracker | None = None
         if config["tsd.core.meta.enable_tsuid_tracking"]:
@@ -104,11 +107,10 @@ class TSDB:
     def new_ts_meta(self, tsuid: bytes) -> None:
         """A TSMeta was just stored: run it through the enabled trees
         (``tsd.core.tree.enable_processing``); a failure there never fails the write."""
-        # app.meta sits above app.tsdb (it reads through a TSDB), hence the late import.
-        from app.meta.tree_builder import process_new_ts_meta
-
+        if self.tree_processor is None:
+            return
         try:
-            process_new_ts_meta(self, tsuid)
+            self.tree_processor(tsuid)
         except Exception:  # trees are derived data: log, keep writing
             log.warning("tree processing of %s failed", tsuid.hex().upper(), exc_info=True)
 

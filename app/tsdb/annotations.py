@@ -22,6 +22,7 @@ from typing import Any
 from app.errors import BadRequestError, NoSuchUniqueId, TsdbError
 from app.query.ast import Filter
 from app.query.filters import build_filter, series_matches
+from app.query.limits import NO_DEADLINE, Deadline
 from app.storage import codec
 from app.storage.base import Row
 from app.tsdb import TSDB
@@ -102,16 +103,24 @@ def note_from_cell(layout: codec.RowKeyLayout, key: bytes, qualifier: bytes,
     return note
 
 
-def _annotation_cells(layout: codec.RowKeyLayout,
-                      rows: Iterable[tuple[bytes, Row]]) -> Iterator[tuple[bytes, Note]]:
-    """``(row_key, note)`` for every annotation cell of the rows."""
-    for key, cells in rows:
+def _annotation_cells(layout: codec.RowKeyLayout, rows: Iterable[tuple[bytes, Row]],
+                      deadline: Deadline = NO_DEADLINE) -> Iterator[tuple[bytes, Note]]:
+    """``(row_key, note)`` for every annotation cell of the rows, the request's deadline
+    (and cancellation) checked first and every ``CHECK_EVERY_ROWS`` rows."""
+    deadline.check()
+    for count, (key, cells) in enumerate(rows, 1):
+        if count % CHECK_EVERY_ROWS == 0:
+            deadline.check()
         for column, value in cells.items():
             qualifier = column[len(COLUMN_PREFIX):]
             if column.startswith(COLUMN_PREFIX) and codec.is_annotation_qualifier(qualifier):
                 note = note_from_cell(layout, key, qualifier, value)
                 if note is not None:
                     yield key, note
+
+
+# Rows read between checks of the request's deadline.
+CHECK_EVERY_ROWS = 256
 
 
 # --- one note --------------------------------------------------------------------------------
@@ -173,7 +182,8 @@ def _in_range(notes: Iterable[Note], start_ms: int, end_ms: int) -> list[Note]:
     return [note for note in notes if start_ms <= note.start_ms <= end_ms]
 
 
-def global_notes(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
+def global_notes(tsdb: TSDB, start_ms: int, end_ms: int,
+                 deadline: Deadline = NO_DEADLINE) -> list[Note]:
     """Global notes whose start lies in [start_ms, end_ms] (both inclusive), by start."""
     hours = _hours(start_ms, end_ms)
     layout = tsdb.layout
@@ -181,7 +191,8 @@ def global_notes(tsdb: TSDB, start_ms: int, end_ms: int) -> list[Note]:
                                   row_stop=_global_stop(layout, hours[-1]), columns=[FAMILY])
     # Only the global rows themselves: a tagged key under the zero metric is not a global note.
     width = len(layout.global_annotation_row(0))
-    notes = (note for key, note in _annotation_cells(layout, rows) if len(key) == width)
+    notes = (note for key, note in _annotation_cells(layout, rows, deadline)
+             if len(key) == width)
     return sorted(_in_range(notes, start_ms, end_ms), key=_order)
 
 
@@ -191,7 +202,8 @@ def _global_stop(layout: codec.RowKeyLayout, last_base_s: int) -> bytes:
     return bytes(layout.salt_width + layout.metric_width) + b"\xff" * 5
 
 
-def tsuid_notes(tsdb: TSDB, tsuids: Sequence[str], start_ms: int, end_ms: int) -> list[Note]:
+def tsuid_notes(tsdb: TSDB, tsuids: Sequence[str], start_ms: int, end_ms: int,
+                deadline: Deadline = NO_DEADLINE) -> list[Note]:
     """Notes of the given series starting in [start_ms, end_ms], by start then TSUID.
 
     A series' hour rows are not contiguous (the base time sits between metric and tags), so
@@ -208,7 +220,7 @@ def tsuid_notes(tsdb: TSDB, tsuids: Sequence[str], start_ms: int, end_ms: int) -
         rows = (row for metric_uid in sorted({raw[:layout.metric_width] for raw in wanted})
                 for row in _metric_scan(tsdb, metric_uid, hours)
                 if layout.tsuid(row[0]) in wanted)
-    notes = (note for _, note in _annotation_cells(layout, rows))
+    notes = (note for _, note in _annotation_cells(layout, rows, deadline))
     return sorted(_in_range(notes, start_ms, end_ms), key=_order)
 
 
@@ -221,7 +233,7 @@ def _metric_scan(tsdb: TSDB, metric_uid: bytes, hours: range) -> Iterator[tuple[
 
 
 def metric_notes(tsdb: TSDB, metric: str, filters: Sequence[Filter], start_ms: int,
-                 end_ms: int) -> list[Note]:
+                 end_ms: int, deadline: Deadline = NO_DEADLINE) -> list[Note]:
     """Notes of every series of ``metric`` matching ``filters`` (OpenTSDB tag filters),
     starting in [start_ms, end_ms], each with ``series`` set. Unknown metric or tag keys are
     OpenTSDB's 400s (``No such name for 'metrics': 'x'``)."""
@@ -232,7 +244,7 @@ def metric_notes(tsdb: TSDB, metric: str, filters: Sequence[Filter], start_ms: i
     names: dict[bytes, dict[str, str] | None] = {}
     notes: list[Note] = []
     rows = _metric_scan(tsdb, metric_uid, _hours(start_ms, end_ms))
-    for key, note in _annotation_cells(tsdb.layout, rows):
+    for key, note in _annotation_cells(tsdb.layout, rows, deadline):
         tsuid = tsdb.layout.tsuid(key)
         if tsuid not in names:
             names[tsuid] = _tag_names(tsdb, tsuid)
@@ -318,9 +330,11 @@ def delete_range(tsdb: TSDB, tsuid: str | None, start_ms: int, end_ms: int) -> i
 # --- what /api/query needs -------------------------------------------------------------------
 
 
-def global_annotations(tsdb: TSDB, start_ms: int, end_ms: int) -> list[dict[str, object]]:
+def global_annotations(tsdb: TSDB, start_ms: int, end_ms: int,
+                       deadline: Deadline = NO_DEADLINE) -> list[dict[str, object]]:
     """``globalAnnotations`` of a query over [start_ms, end_ms]: by start, times in seconds."""
-    return [note.query_json() for note in global_notes(tsdb, max(start_ms, 0), end_ms)]
+    return [note.query_json() for note in global_notes(tsdb, max(start_ms, 0), end_ms,
+                                                       deadline)]
 
 
 def filter_series_notes(notes: Iterable[dict[str, object] | Note], start_ms: int,

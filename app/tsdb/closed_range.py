@@ -27,6 +27,7 @@ import numpy as np
 from app.engine.model import Series
 from app.query.ast import SubQuery
 from app.query.filters import TagFilter, merge_filters, series_matches
+from app.storage.base import RANGE_STAMP, SCAN_STAMPS, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
 
@@ -80,13 +81,13 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
         return None
     ranges, shape = found
     table: Any = reader.table()
-    if not hasattr(table, "scan_stamps"):
+    if able(table, SCAN_STAMPS) is None:
         return None  # a store that cannot stamp rows without their values
     space = table.name + "\x00ranges"
     dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
     if dropping in _DROPPING:
         return None  # its name filters leave series out: never kept, row by row at once
-    if not hasattr(table, "range_stamp") and not asked_before(space, shape):
+    if able(table, RANGE_STAMP) is None and not asked_before(space, shape):
         # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
         # pass does without; pay it from the second read of the same ranges (a dashboard).
         return None
@@ -134,9 +135,12 @@ def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
     """The ranges' stamp: on the embedded store one aggregate statement; on HBase (no
     aggregates on the region servers) every row's stamp, which the entry keeps and compares
     whole (the stamp then is the rows' number and newest write time, a quick first test)."""
-    if hasattr(table, "range_stamp"):
-        return table.range_stamp(ranges, "t"), None
-    rows = [row for start, stop in ranges for row in table.scan_stamps(start, stop, "t")]
+    by_range = able(table, RANGE_STAMP)
+    if by_range is not None:
+        return by_range.range_stamp(ranges, "t"), None
+    stamps = able(table, SCAN_STAMPS)
+    assert stamps is not None  # read_closed asked first
+    rows = [row for start, stop in ranges for row in stamps.scan_stamps(start, stop, "t")]
     return (len(rows), max((row[2] for row in rows), default=0)), rows
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,7 +13,7 @@ from app.engine.histogram import is_histogram_query
 from app.engine.model import GroupResult
 from app.errors import QueryLimitError, QueryTimeoutError
 from app.query.ast import Query, SubQuery
-from app.query.limits import Deadline, QueryLimits
+from app.query.budget import Budget
 from app.query.validate import describe_query
 from app.tsdb import TSDB
 from app.tsdb.reader import SeriesReader
@@ -30,23 +29,21 @@ class QueryOutcome:
     summary: dict[str, Any] = field(default_factory=dict)
 
 
-def query_limits(config: Mapping[str, Any]) -> QueryLimits:
-    return QueryLimits(data_points=config["tsd.query.limits.data_points.default"],
-                       bytes=config["tsd.query.limits.bytes.default"],
-                       emitted_points=config["tsd.query.limits.emitted_points"])
-
-
-def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False) -> QueryOutcome:
-    """Execute every sub-query in order under the limits and the deadline
-    (``app.query.limits``), both checked inside the read and the engine. ``keep_scanned``:
-    results keep every point of the scanned rows (``app.engine.execute.run_subquery``)."""
+def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False,
+              budget: Budget | None = None) -> QueryOutcome:
+    """Execute every sub-query in order under the request's ``budget`` (``app.query.budget``;
+    one from the settings when None): its input bounds before any read, its limits, deadline
+    and cancellation inside the read and the engine. ``keep_scanned``: results keep every
+    point of the scanned rows (``app.engine.execute.run_subquery``)."""
     started = time.perf_counter()
-    deadline = Deadline(tsdb.config["tsd.query.timeout"])
+    budget = budget or Budget.from_config(tsdb.config)
+    budget.bounds.check_query(query)
+    budget.check()  # called off (or out of time) before it started
     outcome = QueryOutcome(results=[])
     try:
         for sub in query.queries:
-            outcome.results += _run_sub(tsdb, query, sub, outcome, deadline, keep_scanned)
-            deadline.check(sub.index)
+            outcome.results += _run_sub(tsdb, query, sub, outcome, budget, keep_scanned)
+            budget.check(sub.index)
     except (QueryLimitError, QueryTimeoutError) as exc:
         exc.details = describe_query(query)
         log.warning("%s: %s", exc.message, exc.details)
@@ -54,7 +51,8 @@ def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False) -> QueryO
     if query.global_annotations and not query.no_annotations:
         from app.tsdb.annotations import global_annotations
 
-        outcome.global_annotations = global_annotations(tsdb, query.start_ms, query.end_ms)
+        outcome.global_annotations = global_annotations(tsdb, query.start_ms, query.end_ms,
+                                                        budget)
     total_ms = (time.perf_counter() - started) * 1000
     outcome.summary = {"processingTimeMs": round(total_ms, 3),
                        "emittedDPs": int(sum(r.ts_ms.size for r in outcome.results)),
@@ -63,11 +61,11 @@ def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False) -> QueryO
 
 
 def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
-             deadline: Deadline, keep_scanned: bool = False) -> list[GroupResult]:
+             budget: Budget, keep_scanned: bool = False) -> list[GroupResult]:
     if is_histogram_query(sub):
-        return _run_histogram_sub(tsdb, query, sub, outcome, deadline)
+        return _run_histogram_sub(tsdb, query, sub, outcome, budget)
     started = time.perf_counter()
-    reader = SeriesReader(tsdb, query_limits(tsdb.config), deadline)
+    reader = SeriesReader(tsdb, budget.limits, budget)
     reader.use_cache = not query.delete  # deleting needs the stored cells
     series = reader.read(sub, query.start_ms, query.end_ms)
     if query.delete:  # the API checked tsd.query.allow_delete and the caller's role
@@ -81,7 +79,7 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
                                             for s in series))
     metric = sub.metric or _metric_of(tsdb, series[0].tsuid if series else "")
     results = run_subquery(sub, metric, series, query.start_ms, query.end_ms,
-                           timezone=query.timezone or "UTC", deadline=deadline,
+                           timezone=query.timezone or "UTC", deadline=budget,
                            keep_scanned=keep_scanned)
     emitted = int(sum(r.ts_ms.size for r in results))
     reader.limits.check_output(sub, emitted)
@@ -95,12 +93,12 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
 
 
 def _run_histogram_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
-                       deadline: Deadline) -> list[GroupResult]:
+                       budget: Budget) -> list[GroupResult]:
     """A ``percentiles`` / ``show-histogram-buckets`` sub-query: histogram cells only."""
     from app.tsdb.histograms import HistogramReader, run_histogram_query
 
     started = time.perf_counter()
-    reader = HistogramReader(tsdb, query_limits(tsdb.config), deadline)
+    reader = HistogramReader(tsdb, budget.limits, budget)
     results, read_ms = run_histogram_query(tsdb, sub, query.start_ms, query.end_ms, reader,
                                            query.timezone or "UTC")
     emitted = int(sum(r.ts_ms.size for r in results))

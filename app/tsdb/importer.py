@@ -1,102 +1,83 @@
 """Bulk import of OpenTSDB's text format: ``metric timestamp value tagk=tagv ...`` per line.
 
-Lines are parsed into per-series columns; each batch is encoded per series with numpy
-(:mod:`app.storage.codec_bulk`) into one compacted column per hour row, so a million points
+The one write path, as ``/api/put`` and the line protocol's ``put`` take it: each line is
+parsed by the line protocol's parser (``app.lineproto.parse``: OpenTSDB's checks and
+messages) into a :class:`PointBatch`, and each batch goes to ``PointWriter.write_batch``, so
+the write filter and real-time publisher plugins see imported points too (unless the import
+asks to skip them: ``pytsd import --no-plugins``). A batch's points of one hour row are
+written as one compacted column, the bytes compaction would produce, so a million points
 cost a few thousand storage rows instead of a million.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-import numpy as np
-
-from app.errors import BadRequestError, NoSuchUniqueName
-from app.storage.codec_bulk import encode_series
-from app.tsdb.points import MAX_MS_TIMESTAMP
-from app.tsdb.writer import PointWriter, parse_timestamp, parse_value_text
+from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
+from app.lineproto.parse import PutParser
+from app.tsdb.points import PointBatch
+from app.tsdb.writer import PointWriter
 
 BATCH_POINTS = 50_000
 LINE_FORMAT = "expected: metric timestamp value tagk=tagv [tagk=tagv ...]"
-
-
-def parse_tags(words: Iterable[str]) -> dict[str, str]:
-    tags = {}
-    for word in words:
-        tagk, sep, tagv = word.partition("=")
-        if not sep or not tagk or not tagv:
-            raise BadRequestError(f"invalid tag: {word}")
-        tags[tagk] = tagv
-    return tags
+NO_PUT = ("OpenTSDB's import format has no 'put': "
+          "metric timestamp value tagk=tagv [tagk=tagv ...] (drop the leading 'put')")
 
 
 @dataclass
-class _Columns:
-    template: bytes
-    ts: list[int] = field(default_factory=list)
-    values: list[int | float] = field(default_factory=list)
+class Refused:
+    """A line the import did not store, and why."""
+
+    number: int
+    line: str
+    error: TsdbError
 
 
+@dataclass
 class Importer:
-    """Collects lines, writes a batch whenever ``pending`` reaches ``BATCH_POINTS``."""
+    """Collects lines into a batch; :meth:`flush` writes it (the caller flushes whenever
+    ``pending`` reaches ``BATCH_POINTS``)."""
 
-    def __init__(self, writer: PointWriter) -> None:
-        self.writer = writer
-        self.templates: dict[str, bytes] = {}
-        self.series: dict[str, _Columns] = {}
-        self.pending = 0
+    writer: PointWriter
+    parser: PutParser = field(default_factory=PutParser)
+    batch: PointBatch = field(default_factory=PointBatch)
+    lines: list[tuple[int, str]] = field(default_factory=list)
+    stored: int = 0  # points written so far
 
-    def add(self, line: str) -> None:
-        """Parse one line; raise :class:`TsdbError` with the reason when it is bad."""
-        words = line.split()
-        if len(words) < 4:
-            raise BadRequestError(LINE_FORMAT)
-        key = " ".join(words[3:]) + " " + words[0]
-        columns = self.series.get(key)
-        if columns is None:
-            template = self.templates.get(key)
-            if template is None:
-                template = self._template(words[0], parse_tags(words[3:]))
-                self.templates[key] = template
-            columns = self.series[key] = _Columns(template)
-        timestamp, value = parse_timestamp(words[1]), parse_value_text(words[2])
-        if timestamp > MAX_MS_TIMESTAMP:
-            raise BadRequestError(f"bad timestamp={timestamp}")
-        columns.ts.append(timestamp)
-        columns.values.append(value)
-        self.pending += 1
+    @property
+    def pending(self) -> int:
+        return len(self.batch)
 
-    def _template(self, metric: str, tags: dict[str, str]) -> bytes:
-        try:
-            return self.writer.row_template(metric, tags)
-        except NoSuchUniqueName as exc:
-            label = {"metrics": "metric"}.get(exc.kind, exc.kind)
-            raise BadRequestError(f"Unknown {label}") from None
+    def add(self, line: str, number: int = 0) -> None:
+        """Parse one line into the batch; raise :class:`TsdbError` when it is malformed
+        (an error the store decides, such as an unknown metric, comes from :meth:`flush`)."""
+        text = line.strip()
+        if text == "put" or text.startswith(("put ", "put\t")):
+            raise BadRequestError(NO_PUT)
+        batch = self.batch
+        # The line protocol's parser, fast for a series seen before in the same spelling.
+        self.parser.add_line(b"put " + text.encode("utf-8", "surrogateescape"), batch)
+        error = batch.errors[-1]
+        if error is not None:
+            for column in (batch.errors, batch.series_of, batch.timestamps, batch.values):
+                column.pop()  # reported now, not kept in the batch
+            raise BadRequestError(LINE_FORMAT) if len(text.split()) < 4 else error
+        self.lines.append((number, line))
 
-    def flush(self) -> int:
-        """Write what is pending; return the number of points written."""
-        cells: list[tuple[bytes, bytes, bytes]] = []
-        for columns in self.series.values():
-            cells += self._encode(columns)
-        self.writer.store_cells(cells, compact_rows=True)
-        written, self.pending, self.series = self.pending, 0, {}
-        return written
-
-    def _encode(self, columns: _Columns) -> list[tuple[bytes, bytes, bytes]]:
-        writer = self.writer
-        is_float = np.fromiter((isinstance(v, float) for v in columns.values), dtype=bool,
-                               count=len(columns.values))
-        floats = np.array([float(v) for v in columns.values], dtype=np.float64)
-        ints = np.where(is_float, 0, np.array(
-            [0 if isinstance(v, float) else v for v in columns.values], dtype=np.int64))
-        encoded = None if writer.appends else encode_series(
-            np.array(columns.ts, dtype=np.int64), ints, floats, is_float)
-        if encoded is None:
-            return [writer.cell_in_series(columns.template, ts, value)
-                    for ts, value in zip(columns.ts, columns.values)]
-        return [(writer.row_for(columns.template, base_time_s), qualifier, value)
-                for base_time_s, qualifier, value in encoded]
+    def flush(self) -> list[Refused]:
+        """Write the batch (counted in ``stored``); the lines refused, with their reason."""
+        batch, lines = self.batch, self.lines
+        self.batch, self.lines = PointBatch(), []
+        if not len(batch):
+            return []
+        self.stored += self.writer.write_batch(batch, compact_rows=True)
+        return [Refused(number, line, _named(error))
+                for (number, line), error in zip(lines, batch.errors) if error is not None]
 
 
-
+def _named(error: TsdbError) -> TsdbError:
+    """OpenTSDB's import says ``Unknown metric`` where the put path names the UID kind."""
+    if isinstance(error, NoSuchUniqueName):
+        label = {"metrics": "metric"}.get(error.kind, error.kind)
+        return BadRequestError(f"Unknown {label}")
+    return error

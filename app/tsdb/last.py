@@ -15,11 +15,11 @@ path resolves them. Series without a point in the window are left out.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.errors import BadRequestError
+from app.query.limits import NO_DEADLINE, Deadline
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb.lookup import Pair, compile_matcher, scan_matching_rows
@@ -27,6 +27,8 @@ from app.tsdb.tsuid import parse_tsuid
 
 HOUR_S = 3600
 TSUID_ROWS_PER_ROUND = 6
+# Row keys fetched per round trip, the request's deadline checked between them.
+FETCH_KEYS = 4096
 
 
 @dataclass(frozen=True)
@@ -47,37 +49,40 @@ class LastPoint:
 
 
 def last_points(tsdb: TSDB, queries: Sequence[LastQuery], back_scan_h: int, now_ms: int,
-                timeout_ms: int = 0) -> list[LastPoint]:
-    """The last point of every series the queries name, query by query, each sorted by TSUID."""
+                deadline: Deadline = NO_DEADLINE) -> list[LastPoint]:
+    """The last point of every series the queries name, query by query, each sorted by TSUID;
+    ``deadline`` (the request's budget) checked per batch of rows."""
     now_s = now_ms // 1000
     last_base_s = now_s - now_s % HOUR_S
     first_base_s = max(last_base_s - back_scan_h * HOUR_S, 0)
-    deadline = time.monotonic() + timeout_ms / 1000 if timeout_ms > 0 else None
+    deadline.check()
     points: list[LastPoint] = []
     for query in queries:
         if query.tsuids:
-            rows = _tsuid_rows(tsdb, query.tsuids, first_base_s, last_base_s)
+            rows = _tsuid_rows(tsdb, query.tsuids, first_base_s, last_base_s, deadline)
             per_round = TSUID_ROWS_PER_ROUND
         else:
             rows = _metric_rows(tsdb, query, first_base_s, last_base_s, deadline)
             per_round = 1  # these rows exist: the newest one nearly always has the point
-        points.extend(_newest_points(tsdb, rows, per_round))
+        points.extend(_newest_points(tsdb, rows, per_round, deadline))
     return points
 
 
-def _tsuid_rows(tsdb: TSDB, tsuids: Sequence[str], first_base_s: int,
-                last_base_s: int) -> dict[bytes, list[bytes]]:
+def _tsuid_rows(tsdb: TSDB, tsuids: Sequence[str], first_base_s: int, last_base_s: int,
+                deadline: Deadline = NO_DEADLINE) -> dict[bytes, list[bytes]]:
     """Every row key of the window per TSUID, newest first."""
     hours = range(last_base_s, first_base_s - 1, -HOUR_S)
     rows: dict[bytes, list[bytes]] = {}
-    for text in tsuids:
+    for count, text in enumerate(tsuids, 1):
+        if count % 256 == 0:
+            deadline.check()
         tsuid = parse_tsuid(tsdb.layout, text, require_tags=True)
         rows[tsuid] = [tsdb.layout.row_key_from_tsuid(tsuid, base_s) for base_s in hours]
     return rows
 
 
 def _metric_rows(tsdb: TSDB, query: LastQuery, first_base_s: int, last_base_s: int,
-                 deadline: float | None) -> dict[bytes, list[bytes]]:
+                 deadline: Deadline) -> dict[bytes, list[bytes]]:
     """The existing rows of each matching series in the window, newest first."""
     if not query.metric:
         raise BadRequestError("Missing metric", "A sub query needs a metric or tsuids")
@@ -92,15 +97,18 @@ def _metric_rows(tsdb: TSDB, query: LastQuery, first_base_s: int, last_base_s: i
     return rows
 
 
-def _newest_points(tsdb: TSDB, rows: dict[bytes, list[bytes]],
-                   per_round: int) -> list[LastPoint]:
+def _newest_points(tsdb: TSDB, rows: dict[bytes, list[bytes]], per_round: int,
+                   deadline: Deadline = NO_DEADLINE) -> list[LastPoint]:
     """Walk each series' rows newest first, ``per_round`` rows per batch fetch."""
     table = tsdb.data_table()
     found: dict[bytes, LastPoint] = {}
     pending = {tsuid: keys for tsuid, keys in rows.items() if keys}
     while pending:
         wanted = sorted(key for keys in pending.values() for key in keys[:per_round])
-        fetched = dict(table.rows(wanted, columns=[b"t"]))
+        fetched: dict[bytes, dict[bytes, bytes]] = {}
+        for first in range(0, len(wanted), FETCH_KEYS):
+            deadline.check()
+            fetched.update(table.rows(wanted[first:first + FETCH_KEYS], columns=[b"t"]))
         still: dict[bytes, list[bytes]] = {}
         for tsuid, keys in pending.items():
             point = next((p for key in keys[:per_round]

@@ -30,9 +30,9 @@ from app.errors import (
     NoSuchUniqueId,
     NoSuchUniqueName,
     NotFoundError,
-    QueryTimeoutError,
 )
 from app.query.filters import NotKeyFilter, TagFilter, build_filter, filter_from_tag
+from app.query.limits import NO_DEADLINE, Deadline
 from app.storage.base import prefix_stop
 from app.tsdb import TSDB
 from app.tsdb.tsuid import tsuid_tags
@@ -189,7 +189,7 @@ def _scan_ranges(tsdb: TSDB, metric_uid: bytes | None, first_base_s: int,
 
 def scan_matching_rows(tsdb: TSDB, metric_uid: bytes | None, matcher: SeriesMatcher,
                        first_base_s: int = 0, last_base_s: int = MAX_BASE_TIME_S,
-                       deadline: float | None = None,
+                       deadline: Deadline = NO_DEADLINE,
                        batch_size: int = 5000) -> Iterator[tuple[bytes, bytes]]:
     """Yield ``(tsuid, row_key)`` of every matching hour row in ``[first, last]`` base times.
 
@@ -208,9 +208,8 @@ def scan_matching_rows(tsdb: TSDB, metric_uid: bytes | None, matcher: SeriesMatc
         for key, _ in table.scan(row_start=start, row_stop=stop, keys_only=True,
                                  batch_size=batch_size):
             scanned += 1
-            if deadline is not None and scanned % _DEADLINE_CHECK_ROWS == 0 \
-                    and time.monotonic() > deadline:
-                raise QueryTimeoutError("Lookup timed out", f"after scanning {scanned} rows")
+            if scanned % _DEADLINE_CHECK_ROWS == 0:
+                deadline.check()
             if len(key) < tags_start or (len(key) - tags_start) % pair_width:
                 continue
             if metric_uid is None and not _in_time_range(key, layout.salt_width,
@@ -251,7 +250,7 @@ class LookupResult:
 
 def lookup_series(tsdb: TSDB, metric: str | None, pairs: Sequence[Pair], limit: int,
                   start_s: int | None = None, end_s: int | None = None,
-                  timeout_ms: int = 0) -> LookupResult:
+                  deadline: Deadline = NO_DEADLINE) -> LookupResult:
     """The first ``limit`` distinct series matching, sorted by TSUID.
 
     Unknown names are OpenTSDB's 404 "Unable to resolve one or more UIDs".
@@ -259,7 +258,7 @@ def lookup_series(tsdb: TSDB, metric: str | None, pairs: Sequence[Pair], limit: 
     if metric is None and not pairs:
         raise BadRequestError("Missing metric and tags. Please supply at least one value.")
     started = time.monotonic()
-    deadline = started + timeout_ms / 1000 if timeout_ms > 0 else None
+    deadline.check()
     try:
         metric_uid = None if _any(metric) else tsdb.metrics.get_id(metric or "")
         matcher = compile_matcher(tsdb, pairs)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from operator import itemgetter
@@ -31,7 +32,17 @@ from app.query.ast import Downsample, SubQuery
 from app.query.filters import KeyConstraint, TagFilter, build_filter, merge_filters, series_matches
 from app.query.limits import NO_DEADLINE, Deadline, QueryLimits, filled_buckets
 from app.storage import codec
-from app.storage.base import Row, Table, prefix_stop, scan_ranges
+from app.storage.base import (
+    SCAN_MANY,
+    SCAN_STAMPED,
+    SCAN_STAMPS,
+    SCAN_STAMPS_SIZED,
+    Row,
+    Table,
+    able,
+    prefix_stop,
+    scan_ranges,
+)
 from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
 from app.tsdb import TSDB, closed_range, hour_cache
@@ -54,6 +65,11 @@ SERIES_SHIFT_S = 2**43 // 1000
 DECODE_CHUNK_ROWS = 3000
 # Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
 MAX_NARROWED_HOURS = 24 * 8
+# Row keys fetched by exact gets at most (tsuids, explicitTags with literals): past it, or
+# when a range scan of the metric would read fewer rows, the rows are scanned instead.
+MAX_EXACT_KEYS = 4096
+# Up to this many exact keys are fetched without first counting what a scan would read.
+FEW_EXACT_KEYS = 64
 # Rows fetched between checks of the byte limit and the deadline.
 CHECK_EVERY_ROWS = 256
 DATA_PREFIX = b"t:"
@@ -245,7 +261,7 @@ class SeriesReader:
                      explicit_tags: bool, filters: Sequence[TagFilter], first_s: int,
                      last_s: int) -> _RowStream:
         exact = _exact_tag_sets(constraints) if explicit_tags and filters else None
-        if exact is not None:
+        if exact is not None and self._gets_cheaper(metric_uid, len(exact), first_s, last_s):
             rows = self._exact_rows(metric_uid, exact, first_s, last_s)
             return (row for row in rows if _passes(self.layout, row[0], constraints)), None, ()
         keep = None
@@ -286,7 +302,7 @@ class SeriesReader:
         ranges = self.key_ranges(metric_uid, first_s, last_s, narrow)
         table = self.table()
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
-        if cache is not None and hasattr(table, "scan_stamps"):
+        if cache is not None and able(table, SCAN_STAMPS) is not None:
             self._cache, self._cache_table = cache, table.name
             return self._cached_rows(cache, table, ranges, keep, named)
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
@@ -302,12 +318,12 @@ class SeriesReader:
         cache; the others from storage, remembering the stamp they had (see hour_cache).
         Rows of series ``named`` drops are counted (rows, bytes) but not read further."""
         # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
-        one_pass = hasattr(table, "scan_stamped") and (len(ranges) == 1
-                                                       or not hasattr(table, "scan_many"))
+        one_pass = able(table, SCAN_STAMPED) is not None and (
+            len(ranges) == 1 or able(table, SCAN_MANY) is None)
         if named is None and one_pass and not self._warm(cache, table, ranges):
             self._stamps = {}
             return [], self._one_pass(table, ranges, keep)
-        sized = named is not None and hasattr(table, "scan_stamps_sized")
+        sized = named is not None and able(table, SCAN_STAMPS_SIZED) is not None
         scan = table.scan_stamps_sized if sized else table.scan_stamps
         stamped = []
         for start, stop in ranges:
@@ -412,8 +428,9 @@ class SeriesReader:
         """
         start, stop = self.layout.metric_scan_range(salt, metric_uid, first_s, last_s)
         hours = (last_s - first_s) // self.row_span_s + 1
-        if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS:
-            return [(start, stop)]
+        if narrow is None or narrow.literal_uids is None or hours > MAX_NARROWED_HOURS \
+                or hours * (len(narrow.literal_uids) + 1) > MAX_EXACT_KEYS:
+            return [(start, stop)]  # one wide scan beats that many narrow ones
         ranges: list[tuple[bytes, bytes | None]] = []
         for base_s in range(first_s, last_s + 1, self.row_span_s):
             hour = salt + metric_uid + base_s.to_bytes(4, "big")
@@ -432,11 +449,41 @@ class SeriesReader:
         yield from self.table().rows(keys, columns=[b"t"])
 
     def _tsuid_rows(self, tsuids: Sequence[str], first_s: int, last_s: int) -> _RowStream:
-        table = self.table()
-        keys = sorted(self.layout.row_key_from_tsuid(bytes.fromhex(tsuid), base_s)
-                      for tsuid in tsuids
-                      for base_s in range(first_s, last_s + 1, self.row_span_s))
-        return iter(table.rows(keys, columns=[b"t"])), None, ()
+        """The rows of the series ``tsuids`` name: by exact keys while that is cheaper,
+        else a scan of their metric keeping those series' rows."""
+        width = self.layout.metric_width
+        series = {bytes.fromhex(tsuid) for tsuid in tsuids}
+        metric_uid = next(iter(series))[:width]
+        if self._gets_cheaper(metric_uid, len(series), first_s, last_s):
+            keys = sorted(self.layout.row_key_from_tsuid(tsuid, base_s) for tsuid in series
+                          for base_s in range(first_s, last_s + 1, self.row_span_s))
+            return iter(self.table().rows(keys, columns=[b"t"])), None, ()
+        tags_start = self.layout.salt_width + width + 4
+        wanted = {tsuid[width:] for tsuid in series}
+        hits, stored = self._scan_rows(metric_uid, first_s, last_s, None,
+                                       lambda key: key[tags_start:] in wanted)
+        return stored, None, hits
+
+    def _gets_cheaper(self, metric_uid: bytes, series: int, first_s: int, last_s: int
+                      ) -> bool:
+        """Whether fetching ``series`` x hours exact row keys reads less than a range scan
+        of the metric over the hours: never past ``MAX_EXACT_KEYS`` keys; always up to
+        ``FEW_EXACT_KEYS``; between, when the range holds more rows than there are keys
+        (counted keys only, stopping at one more)."""
+        keys = series * ((last_s - first_s) // self.row_span_s + 1)
+        if keys > MAX_EXACT_KEYS:
+            return False
+        if keys <= FEW_EXACT_KEYS:
+            return True
+        table, seen = self.table(), 0
+        for start, stop in self.key_ranges(metric_uid, first_s, last_s, None):
+            wanted = keys - seen + 1
+            rows = table.scan(row_start=start, row_stop=stop, columns=[b"t"], limit=wanted,
+                              batch_size=wanted, keys_only=True)
+            seen += sum(1 for _ in rows)  # the limit ends (and closes) the scan
+            if seen > keys:
+                return True
+        return False
 
     def _group(self, rows: Iterator[tuple[bytes, StoredRow]],
                named: Callable[[bytes], bool] | None = None,
@@ -851,6 +898,8 @@ def _exact_tag_sets(constraints: Sequence[_UidConstraint]
     """Every exact tag set the constraints allow, or None when some key is not literal."""
     if any(c.literal_uids is None or c.excluded for c in constraints):
         return None
+    if math.prod(len(c.literal_uids or ()) for c in constraints) > MAX_EXACT_KEYS:
+        return None  # too many to fetch by key, whatever the range: scan
     choices = [[(c.tagk_uid, v) for v in sorted(c.literal_uids or ())] for c in constraints]
     return [list(combo) for combo in itertools.product(*choices)]
 

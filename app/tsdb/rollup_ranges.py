@@ -25,6 +25,7 @@ from typing import cast
 
 import numpy as np
 
+from app.storage.base import RANGE_NEWEST, VERSIONED, able
 from app.storage.codec_decode import DecodedRow
 from app.tsdb import hour_cache
 from app.tsdb.closed_range import RANGE_SETTLED_MS, asked_before
@@ -45,9 +46,9 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
     cache = source.cache
     assert cache is not None
     space, key = source.space + "\x00ranges", repr(list(ranges)).encode()
-    if not hasattr(source.table, "range_newest") and not asked_before(space, key):
+    if able(source.table, RANGE_NEWEST) is None and not asked_before(space, key):
         return list(source.rows(ranges))  # HBase: see closed_range.read_closed
-    version = source.table.version() if hasattr(source.table, "version") else None
+    version = source.table.version() if able(source.table, VERSIONED) is not None else None
     known = cache.peek_range(space, key)
     if known is not None and version is not None and cast(Kept, known.payload)[2] == version:
         cache.get_range(space, key, known.stamp)  # counted as a hit
@@ -77,7 +78,7 @@ def _stamp(source: RowSource, ranges: Sequence[Range]
     row's stamp of the wanted cells (kept with the entry and compared whole), and their
     number and newest write time as the quick first test."""
     table = source.table
-    if hasattr(table, "range_newest"):
+    if able(table, RANGE_NEWEST) is not None:
         return table.range_newest(ranges, "t"), None
     rows = [row for start, stop in ranges
             for row in table.scan_stamps_packed(start, stop, "t", source.prefixes)]

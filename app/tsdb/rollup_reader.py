@@ -19,7 +19,7 @@ import numpy as np
 from app.engine.model import Series
 from app.query.ast import SubQuery
 from app.storage import codec
-from app.storage.base import Table
+from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import closed_range, hour_cache, rollup_ranges
 from app.tsdb.hour_cache import CachedRow, cache_for
@@ -74,8 +74,8 @@ class RollupReader(SeriesReader):
         :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
         source = self._source()
         closed_s = None
-        if source.cache is not None and (hasattr(source.table, "range_newest")
-                                         or hasattr(source.table, "scan_stamps_packed")):
+        if source.cache is not None and (able(source.table, RANGE_NEWEST) is not None
+                                         or able(source.table, SCAN_STAMPS_PACKED) is not None):
             closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
         closed = ([] if closed_s is None

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from app.storage.base import Row
+from app.storage.base import SCAN_NEWEST, SCAN_PACKED, Row, able
 from app.storage.codec import FLAG_BITS, FLAGS_MASK
 from app.storage.codec_decode import DecodedRow
 from app.storage.codec_rollup import AGGREGATOR_MASK, decode_rollup_cell
@@ -102,15 +102,15 @@ class RowSource:
         self.span_s = span_s
         self.base_time = base_time  # row key -> base time in s
         self.series_key = series_key  # row key -> the key without its base time
-        self.cache = cache if hasattr(table, "scan_packed") else None
+        self.cache = cache if able(table, SCAN_PACKED) is not None else None
         self.space = wanted.space(table.name)
-        self.newest_only = hasattr(table, "scan_newest")
+        self.newest_only = able(table, SCAN_NEWEST) is not None
         self.prefixes = wanted.prefixes()
 
     def rows(self, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes,
                                                                                   RollupRow]]:
         """Every row of the ranges with cells of the wanted aggregates, in key order."""
-        if not hasattr(self.table, "scan_packed"):
+        if able(self.table, SCAN_PACKED) is None:
             for start, stop in ranges:
                 for key, cells in self.table.scan(row_start=start, row_stop=stop,
                                                   columns=[b"t"]):
@@ -143,7 +143,7 @@ class RowSource:
         delete, which no pytsd path makes in a rollup row, changes the count without writing
         a newer cell). HBase: count and newest of the cells read, values left on the region
         servers."""
-        if hasattr(self.table, "scan_newest"):
+        if able(self.table, SCAN_NEWEST) is not None:
             return [(key, NO_COUNT, newest) for start, stop in ranges
                     for key, newest in self.table.scan_newest(start, stop, "t")]
         return [row for start, stop in ranges

@@ -40,6 +40,7 @@ from app.errors import (
     StorageError,
     UidExhaustedError,
 )
+from app.query.limits import NO_DEADLINE, Deadline
 from app.storage.base import Table, prefix_stop
 from app.tsdb.points import echo
 
@@ -77,6 +78,19 @@ def check_row_key_size(kind: str, name: str) -> None:
     if size > MAX_ROW_KEY_BYTES:
         raise BadRequestError(f'Invalid {kind} name ("{echo(name)}"): {size} bytes, more than '
                               f"the {MAX_ROW_KEY_BYTES} a UID table row key can hold")
+
+
+def name_row_key(name: str) -> bytes | None:
+    """The forward row key of ``name``, or None when no name can have it: a NUL (the MAXID
+    row is ``b"\x00"``, and no valid name holds one), text UTF-8 cannot encode (a lone
+    surrogate from JSON), or more bytes than a row key holds (HBase would fail the get)."""
+    if "\x00" in name:
+        return None
+    try:
+        key = name.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
+    return key if len(key) <= MAX_ROW_KEY_BYTES else None
 
 
 AssignFilter = Callable[[str, str, "str | None", "Mapping[str, str] | None"], None]
@@ -132,12 +146,14 @@ class UniqueId:
             self.cache_hits += 1
         else:
             self.cache_misses += 1
-            if len(name.encode()) > MAX_ROW_KEY_BYTES:
-                return None  # cannot be stored, so it has no UID (HBase would fail the get)
-            cells = self._table().row(name.encode(), [self._column(ID_FAMILY)])
+            key = name_row_key(name)
+            if key is None:
+                return None  # no stored name has these bytes, so no UID
+            cells = self._table().row(key, [self._column(ID_FAMILY)])
             uid = cells.get(self._column(ID_FAMILY))
-            if uid is not None:
-                self._remember(name, uid)
+            if uid is None or len(uid) != self.width:
+                return None  # not a forward mapping (the MAXID row is b"\x00")
+            self._remember(name, uid)
         return uid
 
     def get_id(self, name: str) -> bytes:
@@ -281,16 +297,25 @@ class UniqueId:
             self._remember(new_name, uid)
         table.delete(old_name.encode("utf-8"), [self._column(ID_FAMILY)])
 
-    def suggest(self, prefix: str, limit: int) -> list[str]:
-        """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix scan)."""
-        start = prefix.encode("utf-8")
+    def suggest(self, prefix: str, limit: int, deadline: Deadline = NO_DEADLINE) -> list[str]:
+        """Names starting with ``prefix``, sorted, at most ``limit`` (a forward-row prefix
+        scan; ``deadline``, the request's budget, checked every 256 rows)."""
+        try:
+            start = prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            return []  # a lone surrogate: no stored name starts with it
         if len(start) > MAX_ROW_KEY_BYTES:
             return []  # no stored name is that long (and HBase refuses such a scan key)
         # Forward rows are names; skip the binary reverse/MAXID rows by starting above 0x00.
         names: list[str] = []
+        deadline.check()
+        scanned = 0
         for row, cells in self._table().scan(row_start=start or b"\x01",
                                              row_stop=prefix_stop(start) if start else None,
                                              columns=[self._column(ID_FAMILY)]):
+            scanned += 1
+            if scanned % 256 == 0:
+                deadline.check()
             if len(cells.get(self._column(ID_FAMILY), b"")) != self.width:
                 continue
             try:

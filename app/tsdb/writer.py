@@ -16,7 +16,7 @@ import numpy as np
 
 from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
-from app.storage.codec_bulk import encode_points
+from app.storage.codec_bulk import encode_points, encode_series
 from app.tsdb import TSDB
 from app.tsdb.points import (
     MAX_MS_TIMESTAMP,
@@ -57,8 +57,11 @@ def bad_timestamp(metric: str, tags: TagPairs, timestamp: int, value: Value,
 class PointWriter:
     """Turns points into cells and writes them; caches each series' row-key template."""
 
-    def __init__(self, tsdb: TSDB) -> None:
+    def __init__(self, tsdb: TSDB, plugins: bool = True) -> None:
+        """``plugins``: False skips the write filter and real-time publisher plugins (a bulk
+        backfill asked for it: ``pytsd import --no-plugins``); UID filters still apply."""
         self.tsdb = tsdb
+        self.plugins = plugins
         self.config = tsdb.config
         self._templates: dict[object, bytes] = {}
         self._time_offset = tsdb.layout.salt_width + tsdb.layout.metric_width
@@ -90,6 +93,9 @@ class PointWriter:
                     batch.errors[i] = refused[key]
                 else:
                     accepted.append(i)
+        if not self.plugins:
+            self._store(batch, accepted, templates, compact_rows)
+            return len(accepted)
         stored = plugin_points(self.tsdb.plugins, batch, accepted,
                                lambda ok: self._store(batch, ok, templates, compact_rows))
         return len(stored)
@@ -136,6 +142,9 @@ class PointWriter:
             timestamps = [batch.timestamps[i] for i in accepted]
             values = [batch.values[i] for i in accepted]
             series_of = [batch.series_of[i] for i in accepted]
+        if compact_rows and not self.appends and not batch.wide_floats and \
+                self._store_compacted(series_of, timestamps, values, templates):
+            return
         bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
         row_for = self.row_for
         # (series key, base time) -> its row's cells; two keys of one series share the row.
@@ -151,6 +160,31 @@ class PointWriter:
             else:
                 cells[b"t:" + qualifier] = raw
         self.store_rows(rows, compact_rows)
+
+    def _store_compacted(self, series_of: Sequence[object], timestamps: Sequence[int],
+                         values: Sequence[Value], templates: Mapping[object, bytes]) -> bool:
+        """Each series' points as one compacted column per hour row, encoded a series at a
+        time with numpy (``codec_bulk``): what ``pytsd import`` writes, many times faster
+        than compacting cell by cell. False (nothing written) when a timestamp is in ms."""
+        by_series: dict[object, list[int]] = {}
+        for i, key in enumerate(series_of):
+            by_series.setdefault(key, []).append(i)
+        rows: dict[bytes, dict[bytes, bytes]] = {}
+        for key, indexes in by_series.items():
+            points = [values[i] for i in indexes]
+            is_float = np.fromiter((isinstance(v, float) for v in points), dtype=bool,
+                                   count=len(points))
+            floats = np.array([float(v) for v in points], dtype=np.float64)
+            ints = np.array([0 if isinstance(v, float) else v for v in points], dtype=np.int64)
+            encoded = encode_series(np.array([timestamps[i] for i in indexes], dtype=np.int64),
+                                    ints, floats, is_float)
+            if encoded is None:
+                return False
+            for base_time_s, qualifier, value in encoded:
+                rows.setdefault(self.row_for(templates[key], base_time_s), {})[
+                    b"t:" + qualifier] = value
+        self.store_rows(rows)
+        return True
 
     # --- points one by one (tests, the demo data) ----------------------------------------
 

@@ -62,6 +62,30 @@ def test_import_refuses_unknown_metrics_without_auto_metric(run, tmp_path: Path)
     assert "Unknown metric" in result.output
 
 
+def test_import_says_its_format_has_no_put(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A line copied from the line protocol: OpenTSDB's import reads "put" as the metric and
+    # fails on the value as a tag ("invalid tag: 1"); pytsd says what is wrong.
+    source = tmp_path / "points.txt"
+    source.write_text("put m 1346846400 1 host=a\nm 1346846400 1 host=a\n")
+    result = run("import", "--auto-metric", "--no-progress", str(source))
+    assert result.exit_code == 1
+    assert "imported 1 points (1 failed)" in result.output
+    assert (f"{source}:1: OpenTSDB's import format has no 'put': metric timestamp value "
+            "tagk=tagv [tagk=tagv ...] (drop the leading 'put'): put m 1346846400 1 host=a"
+            ) in result.output
+
+
+def test_import_reports_the_put_parsers_reasons_by_line(run, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    source = tmp_path / "points.txt"
+    source.write_text("m 1346846400 1 host=a\nm 1346846400 x host=a\nm 0 1 host=a\n"
+                      "m 1346846400 1 host\n")
+    result = run("import", "--auto-metric", "--no-progress", "--no-plugins", str(source))
+    assert "imported 1 points (3 failed)" in result.output
+    assert f"{source}:2: Invalid character 'x' in x: m 1346846400 x host=a" in result.output
+    assert f"{source}:3: invalid timestamp: 0: m 0 1 host=a" in result.output
+    assert f"{source}:4: invalid tag: host: m 1346846400 1 host" in result.output
+
+
 def test_uid_assign_grep_and_mkmetric(run) -> None:  # type: ignore[no-untyped-def]
     assert run("mkmetric", "sys.cpu.user").output == "metrics sys.cpu.user: 000001\n"
     assert run("uid", "assign", "tagk", "host").output == "tagk host: 000001\n"

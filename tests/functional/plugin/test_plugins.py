@@ -121,6 +121,37 @@ def test_third_party_plugin_is_discovered_and_runs(
     assert stats[("tsd.plugin.errors", "all")] == "1"
 
 
+def test_imported_points_go_through_the_write_plugins_unless_told_not_to(
+        tsd_config: dict[str, Any], installed_example: Path) -> None:
+    # pytsd import writes through the one batch path: the write filter refuses a point, the
+    # publisher sees the stored ones; --no-plugins (plugins=False) skips both.
+    from app.tsdb.importer import Importer
+    from app.tsdb.writer import PointWriter
+    from tests.conftest import drop_tables, make_tsdb
+
+    tsdb = make_tsdb({**tsd_config, "tsd.core.plugin_path": str(installed_example),
+                      "tsd.timeseriesfilter.enable": True,
+                      "tsd.timeseriesfilter.plugin": "example",
+                      "tsd.rtpublisher.enable": True, "tsd.rtpublisher.plugin": "example",
+                      "tsd.custom.example.blocked_prefix": "spam."})
+    try:
+        seen = sys.modules["tsd_example_plugin"].SEEN
+        importer = Importer(PointWriter(tsdb))
+        importer.add(f"imported.ok {NOW_S} 1 host=a", 1)
+        importer.add(f"spam.imported {NOW_S} 2 host=a", 2)
+        refused = importer.flush()
+        assert [(r.number, r.error.message) for r in refused] == [
+            (2, "Refused by the example filter: spam.imported")]
+        assert importer.stored == 1 and "imported.ok" in seen
+        unfiltered = Importer(PointWriter(tsdb, plugins=False))
+        unfiltered.add(f"spam.backfill {NOW_S} 3 host=a", 1)
+        assert unfiltered.flush() == [] and unfiltered.stored == 1
+        assert "spam.backfill" not in seen
+        assert tsdb.metrics.find_id("spam.backfill") is not None
+    finally:
+        drop_tables(tsdb)
+
+
 def test_a_plugin_acts_only_in_the_roles_it_is_named_for(
         make_client: Callable[[dict[str, Any]], FlaskClient], installed_example: Path) -> None:
     """OpenTSDB loads a plugin per role: named as an HTTP RPC plugin only, the example's

@@ -3,11 +3,30 @@
 from __future__ import annotations
 
 import time
+from typing import TypeVar
 
 import pytest
 
-from app.storage.base import Table, prefix_stop
+from app.storage.base import (
+    ABILITIES,
+    RANGE_NEWEST,
+    RANGE_STAMP,
+    SCAN_MANY,
+    SCAN_NEWEST,
+    SCAN_PACKED,
+    SCAN_STAMPED,
+    SCAN_STAMPS,
+    SCAN_STAMPS_PACKED,
+    SCAN_STAMPS_SIZED,
+    VERSIONED,
+    Ability,
+    Table,
+    able,
+    prefix_stop,
+)
 from app.tsdb import TSDB
+
+A = TypeVar("A")
 
 
 @pytest.fixture
@@ -104,3 +123,113 @@ def test_write_times_are_milliseconds_and_ordered(table: Table) -> None:
     (b"\x00\x01", b"\x00\x02"), (b"\x00\xff", b"\x01"), (b"\xff\xff", None), (b"a", b"b")])
 def test_prefix_stop(prefix: bytes, stop: bytes | None) -> None:
     assert prefix_stop(prefix) == stop
+
+
+# --- optional abilities (app.storage.base.ABILITIES) ----------------------------------------
+# Each is declared in the table's ``abilities`` exactly when the table has it, and answers
+# as the plain scan would. A backend that lacks one is read through the plain path.
+
+
+def test_declared_abilities_are_exactly_the_ones_the_table_has(table: Table) -> None:
+    for ability in ABILITIES:
+        has_it = isinstance(table, ability.protocol)  # type: ignore[arg-type]
+        assert has_it == (ability.name in table.abilities), ability.name
+    assert table.abilities <= {ability.name for ability in ABILITIES}
+
+
+@pytest.fixture
+def three_rows(table: Table) -> tuple[int, int]:
+    """Rows a (2 cells), b (1 cell), c (1 cell): the write-time bounds in ms."""
+    before_ms = int(time.time() * 1000) - 1
+    table.put(b"a", {b"t:\x00\x00": b"\x01", b"t:\x00\x10": b"\x02"})
+    table.put(b"b", {b"t:\x00\x20": b"\x03"})
+    table.put(b"c", {b"t:\x01\x00": b"\x04"})
+    return before_ms, int(time.time() * 1000) + 1
+
+
+def _declared(table: Table, ability: Ability[A]) -> A:
+    able_table = able(table, ability)
+    if able_table is None:
+        pytest.skip(f"this backend has no {ability.name}")
+    return able_table
+
+
+def _within(bounds: tuple[int, int], newest_ms: int) -> bool:
+    return bounds[0] <= newest_ms <= bounds[1]
+
+
+def test_scan_stamps_counts_cells_without_values(table: Table,
+                                                 three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_STAMPS).scan_stamps(b"a", b"c", "t"))
+    assert [(key, cells) for key, cells, _ in rows] == [(b"a", 2), (b"b", 1)]
+    assert all(_within(three_rows, newest) for _, _, newest in rows)
+
+
+def test_scan_stamped_returns_the_cells_with_their_stamp(table: Table,
+                                                         three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_STAMPED).scan_stamped(b"a", b"c", "t"))
+    assert [(key, cells, count) for key, cells, count, _, _ in rows] == [
+        (b"a", {b"t:\x00\x00": b"\x01", b"t:\x00\x10": b"\x02"}, 2),
+        (b"b", {b"t:\x00\x20": b"\x03"}, 1)]
+    assert all(_within(three_rows, row[3]) and row[4] > 0 for row in rows)
+
+
+def test_scan_stamps_sized_weighs_as_scan_stamped(table: Table,
+                                                  three_rows: tuple[int, int]) -> None:
+    sized = list(_declared(table, SCAN_STAMPS_SIZED).scan_stamps_sized(b"a", None, "t"))
+    assert [(key, cells) for key, cells, _, _ in sized] == [(b"a", 2), (b"b", 1), (b"c", 1)]
+    assert all(_within(three_rows, newest) for _, _, newest, _ in sized)
+    stamped = able(table, SCAN_STAMPED)
+    if stamped is not None:
+        assert [row[3] for row in sized] == [
+            row[4] for row in stamped.scan_stamped(b"a", None, "t")]
+
+
+def test_scan_many_returns_each_range_in_order(table: Table,
+                                               three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_MANY).scan_many([(b"c", None), (b"a", b"b")]))
+    assert [key for key, _ in rows] == [b"c", b"a"]
+    assert rows[1][1] == {b"t:\x00\x00": b"\x01", b"t:\x00\x10": b"\x02"}
+
+
+def test_range_stamp_counts_cells_over_ranges(table: Table,
+                                              three_rows: tuple[int, int]) -> None:
+    cells, newest = _declared(table, RANGE_STAMP).range_stamp([(b"a", b"b"), (b"c", b"d")],
+                                                               "t")
+    assert cells == 3 and _within(three_rows, newest)
+
+
+def test_range_newest_counts_rows_over_ranges(table: Table,
+                                              three_rows: tuple[int, int]) -> None:
+    rows, newest = _declared(table, RANGE_NEWEST).range_newest([(b"a", b"c")], "t")
+    assert rows == 2 and _within(three_rows, newest)
+
+
+def test_scan_packed_joins_the_prefixed_cells(table: Table, three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_PACKED).scan_packed(b"a", None, "t", [b"\x00"]))
+    assert [(key, cells, qualifiers, values) for key, cells, _, qualifiers, values in rows] == [
+        (b"a", 2, b"\x00\x00\x00\x10", b"\x01\x02"), (b"b", 1, b"\x00\x20", b"\x03")]
+    assert all(_within(three_rows, row[2]) for row in rows)
+
+
+def test_scan_stamps_packed_stamps_the_prefixed_cells(table: Table,
+                                                      three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_STAMPS_PACKED).scan_stamps_packed(b"a", None, "t",
+                                                                         [b"\x01"]))
+    assert [(key, cells) for key, cells, _ in rows] == [(b"c", 1)]
+    assert _within(three_rows, rows[0][2])
+
+
+def test_scan_newest_gives_each_rows_newest_write(table: Table,
+                                                  three_rows: tuple[int, int]) -> None:
+    rows = list(_declared(table, SCAN_NEWEST).scan_newest(b"b", None, "t"))
+    assert [key for key, _ in rows] == [b"b", b"c"]
+    assert all(_within(three_rows, newest) for _, newest in rows)
+
+
+def test_version_goes_up_with_a_write(table: Table, three_rows: tuple[int, int]) -> None:
+    versioned = _declared(table, VERSIONED)
+    first, _ = versioned.version()
+    table.put(b"d", {b"t:\x00\x00": b"\x05"})
+    second, changed_ms = versioned.version()
+    assert second > first and changed_ms >= three_rows[0]
