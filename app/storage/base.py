@@ -61,6 +61,12 @@ class Table(Protocol):
         """
         ...
 
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
+                    family: str) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
+        without the values (docs/cache.md: a row's stamp)."""
+        ...
+
     def put(self, row: bytes, data: Mapping[bytes, bytes]) -> None:
         """Write cells to one row (overwriting existing cells of the same column)."""
         ...

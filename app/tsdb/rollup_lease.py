@@ -18,7 +18,7 @@ import json
 import os
 import socket
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from app.storage.base import Table
 from app.tsdb import TSDB
@@ -32,17 +32,25 @@ class LeaseState:
     owner: str
     expires_s: float
     done_until_s: int | None
+    # The backfill (rollup_backfill): hours from backfill_s to done_until_s were rolled at least
+    # once; oldest_s is the oldest raw hour found (at oldest_at_s), where the backfill stops.
+    backfill_s: int | None = None
+    oldest_s: int | None = None
+    oldest_at_s: int | None = None
 
     def encode(self) -> bytes:
         return json.dumps({"owner": self.owner, "expires_s": self.expires_s,
-                           "done_until_s": self.done_until_s}, sort_keys=True).encode()
+                           "done_until_s": self.done_until_s, "backfill_s": self.backfill_s,
+                           "oldest_s": self.oldest_s, "oldest_at_s": self.oldest_at_s},
+                          sort_keys=True).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> LeaseState | None:
         try:
             data = json.loads(raw)
             return cls(str(data["owner"]), float(data["expires_s"]),
-                       None if data["done_until_s"] is None else int(data["done_until_s"]))
+                       *(None if data.get(name) is None else int(data[name])
+                         for name in ("done_until_s", "backfill_s", "oldest_s", "oldest_at_s")))
         except (ValueError, KeyError, TypeError):
             return None  # a damaged cell: treated as expired, overwritten by check-and-put
 
@@ -74,14 +82,23 @@ class RollupLease:
         raw, state = self.current()
         if state is not None and state.owner != self.owner and state.expires_s > now_s:
             return None
-        mine = LeaseState(self.owner, now_s + self.lease_s,
-                          None if state is None else state.done_until_s)
+        mine = (LeaseState(self.owner, now_s + self.lease_s, None) if state is None
+                else replace(state, owner=self.owner, expires_s=now_s + self.lease_s))
         return mine if self._swap(raw, mine) else None
 
-    def record(self, state: LeaseState, done_until_s: int) -> bool:
-        """Store progress; False when the lease was lost meanwhile (someone took it over:
-        the cells written are the same bytes either way, only the work was doubled)."""
-        return self._swap(self._held, LeaseState(self.owner, state.expires_s, done_until_s))
+    def record(self, state: LeaseState, done_until_s: int, backfill_s: int | None = None,
+               oldest_s: int | None = None, oldest_at_s: int | None = None) -> bool:
+        """Store progress (the backfill's too, unchanged where None); False when the lease
+        was lost meanwhile (someone took it over: the cells written are the same bytes
+        either way, only the work was doubled)."""
+        def given(value: int | None, kept: int | None) -> int | None:
+            return kept if value is None else value
+
+        return self._swap(self._held, replace(
+            state, owner=self.owner, done_until_s=done_until_s,
+            backfill_s=given(backfill_s, state.backfill_s),
+            oldest_s=given(oldest_s, state.oldest_s),
+            oldest_at_s=given(oldest_at_s, state.oldest_at_s)))
 
     def _swap(self, expected: bytes | None, state: LeaseState) -> bool:
         value = state.encode()

@@ -25,6 +25,7 @@ from app.storage import codec_rollup
 from app.storage.base import Table
 from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
+from app.tsdb import rollup_coverage as coverage
 from app.tsdb.background import run_every
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
 from app.tsdb.rollup_lease import RollupLease
@@ -36,6 +37,7 @@ log = logging.getLogger(__name__)
 COMPUTED = ("sum", "count", "min", "max")
 DERIVED = ("AVG", "DEV")
 DAY_S = 86400
+HOUR_S = 3600
 EXACT_DOUBLE_LIMIT = 2.0**53
 
 
@@ -172,6 +174,9 @@ class RollupStats:
     cells_written: int = 0
     spans: list[str] = field(default_factory=list)
     held_by_other: bool = False  # a background pass skipped: another process holds the lease
+    hours_rolled: int = 0  # whole hours recorded in the coverage record
+    hours_lost: int = 0  # of those, hours another roller raced (marked: rolled again)
+    note: str = ""  # what a background pass did, for the log
 
 
 def bucket_starts(ts_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
@@ -243,16 +248,24 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
     1-day interval); with ``widen_start`` each interval starts at the interval holding
     ``start_s`` instead (the background pass: a day is rolled up once it is over, from its
     first hour). Running again over the same range rewrites the same cells.
-    """
-    from app.tsdb.reader import SeriesReader
 
+    Rolling every metric (``metrics`` None) records the whole hours rolled in the coverage
+    record (``rollup_coverage``): their marks are read first, then the raw rows' stamps,
+    then the values, so a write stored after the values were read changes a mark later.
+    """
     rollups = tsdb.rollup_config
     if rollups is None:
         raise RollupConfigError("Rollups are not enabled (tsd.rollups.enable)")
-    names = list(metrics) if metrics is not None else [name for name, _ in
-                                                       tsdb.metrics.grep(lambda _: True)]
+    if metrics is None:
+        found = tsdb.metrics.grep(lambda _: True)
+        names = [name for name, _ in found]
+        hours = list(range(-(-start_s // HOUR_S) * HOUR_S, end_s - end_s % HOUR_S, HOUR_S))
+    else:
+        names, hours, found = list(metrics), [], []
+    before = coverage.read(tsdb, hours[0], hours[-1]) if hours else coverage.Coverage()
+    stamps = (coverage.raw_stamps(tsdb, [uid for _, uid in found], hours[0],
+                                  hours[-1] + HOUR_S) if hours else {})
     stats = RollupStats()
-    time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
     for interval in rollups.rollups():
         first = (start_s if not widen_start else start_s - start_s % interval.interval_s)
         first = -(-first // interval.interval_s) * interval.interval_s
@@ -260,28 +273,40 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
         if last <= first:
             continue
         stats.spans.append(f"{interval.interval}: {first}..{last}")
-        table = tsdb.table(interval.table)
-        # Whole intervals per pass, about a day of raw points (bounds memory).
-        chunk_s = max(1, DAY_S // interval.interval_s) * interval.interval_s
         for metric in names:
-            for chunk_start in range(first, last, chunk_s):
-                chunk_end = min(chunk_start + chunk_s, last)
-                reader = SeriesReader(tsdb)
-                reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
-                sub = SubQuery(aggregator="none", metric=metric)
-                for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
-                    keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms
-                                                                   < chunk_end * 1000)
-                    series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
-                    series.is_int = series.is_int[keep]
-                    rows = rollup_cells(series, interval, rollups.aggregation_ids,
-                                        time_start)
-                    table.put_many(sorted(rows.items()))
-                    drop_other_widths(table, rows)
-                    stats.series += 1
-                    stats.points_read += int(series.ts_ms.size)
-                    stats.cells_written += sum(len(cells) for cells in rows.values())
+            _roll_metric(tsdb, interval, metric, first, last, stats)
+    if hours:
+        stats.hours_rolled = len(hours)
+        stats.hours_lost = coverage.record(tsdb, before, coverage.tracked(tsdb), hours, stamps)
     return stats
+
+
+def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, first: int, last: int,
+                 stats: RollupStats) -> None:
+    """One metric's rollups of ``interval`` over ``[first, last)``."""
+    from app.tsdb.reader import SeriesReader
+
+    assert tsdb.rollup_config is not None
+    ids = tsdb.rollup_config.aggregation_ids
+    time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
+    table = tsdb.table(interval.table)
+    # Whole intervals per pass, about a day of raw points (bounds memory).
+    chunk_s = max(1, DAY_S // interval.interval_s) * interval.interval_s
+    for chunk_start in range(first, last, chunk_s):
+        chunk_end = min(chunk_start + chunk_s, last)
+        reader = SeriesReader(tsdb)
+        reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
+        sub = SubQuery(aggregator="none", metric=metric)
+        for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
+            keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms < chunk_end * 1000)
+            series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
+            series.is_int = series.is_int[keep]
+            rows = rollup_cells(series, interval, ids, time_start)
+            table.put_many(sorted(rows.items()))
+            drop_other_widths(table, rows)
+            stats.series += 1
+            stats.points_read += int(series.ts_ms.size)
+            stats.cells_written += sum(len(cells) for cells in rows.values())
 
 
 def _slot(qualifier: bytes) -> tuple[int, int] | None:
@@ -311,16 +336,14 @@ def drop_other_widths(table: Table, rows: Mapping[bytes, Mapping[bytes, bytes]])
 class RollupPass:
     """Rolls up hours as they close, like the compaction queue (pytsd; 2.4 needs a job).
 
-    Each pass rolls up ``[done_until, horizon)`` (the horizon the planner reads rollups
-    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric, and only in the
-    process holding the :class:`~app.tsdb.rollup_lease.RollupLease`: every worker of every
-    pytsd process on the store runs this, one of them does the work. ``done_until`` is kept
-    in the lease, so whoever holds it next carries on from there (at most
-    ``MAX_CATCH_UP_S`` back; older hours are for ``pytsd rollup``); the very first pass
-    starts at the hour before the horizon.
+    Each pass runs only in the process holding the :class:`~app.tsdb.rollup_lease.RollupLease`
+    (every worker of every pytsd process on the store runs this, one of them does the work)
+    and rolls, at most ``tsd.rollups.compute.hours_per_pass`` hours in all: the hours from
+    ``done_until`` to the horizon (the very first pass: the hour before it), then the hours
+    whose raw rows changed since they were rolled (``rollup_backfill``), then the past,
+    backwards from the first hour rolled to the oldest raw hour. Progress is kept in the
+    lease, so whoever holds it next carries on from there.
     """
-
-    MAX_CATCH_UP_S = DAY_S
 
     def __init__(self, tsdb: TSDB, lease: RollupLease | None = None) -> None:
         self.tsdb = tsdb
@@ -329,22 +352,61 @@ class RollupPass:
             tsdb, lease_s=3 * tsdb.config["tsd.rollups.compute.interval_s"])
 
     def run_once(self, now_s: float | None = None) -> RollupStats:
+        from app.tsdb import rollup_backfill as backfill
         from app.tsdb.planner import rollup_horizon_ms
 
         now = time.time() if now_s is None else now_s
-        lag_s = self.tsdb.config["tsd.rollups.compute.lag_s"]
-        horizon_s = rollup_horizon_ms(lag_s, now) // 1000
+        config = self.tsdb.config
+        horizon_s = rollup_horizon_ms(config["tsd.rollups.compute.lag_s"], now) // 1000
         state = self.lease.acquire(now)
         if state is None:
             return RollupStats(held_by_other=True)
-        done = state.done_until_s
-        start_s = horizon_s - 3600 if done is None else max(done,
-                                                            horizon_s - self.MAX_CATCH_UP_S)
-        if start_s >= horizon_s:
-            return RollupStats()
-        stats = compute_rollups(self.tsdb, start_s, horizon_s, widen_start=True)
-        self.lease.record(state, horizon_s)
+        budget = max(1, config["tsd.rollups.compute.hours_per_pass"])
+        done = horizon_s - HOUR_S if state.done_until_s is None else state.done_until_s
+        back_s = done if state.backfill_s is None else min(state.backfill_s, done)
+        forward = list(range(done, min(horizon_s, done + budget * HOUR_S), HOUR_S))
+        uids = [uid for _, uid in self.tsdb.metrics.grep(lambda _: True)]
+        intervals = coverage.tracked(self.tsdb)
+        record = coverage.read(self.tsdb)
+        verify_from = max(back_s, horizon_s - config["tsd.rollups.compute.verify_s"])
+        changed = backfill.verify(self.tsdb, record, intervals, uids,
+                                  verify_from - verify_from % HOUR_S, done)
+        changed |= backfill.changed_hours(record, intervals, (back_s, done), horizon_s)
+        again = sorted(changed - set(forward), reverse=True)[:budget - len(forward)]
+        left = budget - len(forward) - len(again)
+        oldest, oldest_at = state.oldest_s, state.oldest_at_s
+        if oldest_at is None or (now - oldest_at >= HOUR_S
+                                 and (oldest is None or back_s <= oldest)):
+            oldest, oldest_at = backfill.oldest_hour_s(self.tsdb, uids), int(now)
+        floor = back_s if oldest is None else max(oldest, self._backfill_floor(horizon_s))
+        past = list(range(max(floor, back_s - left * HOUR_S), back_s, HOUR_S)) if left else []
+        stats = RollupStats()
+        for start, end in backfill.runs([*forward, *again, *past]):
+            rolled = compute_rollups(self.tsdb, start, end, widen_start=True)
+            _add(stats, rolled)
+        new_done = forward[-1] + HOUR_S if forward else done
+        new_back = past[0] if past else back_s
+        self.lease.record(state, new_done, backfill_s=new_back, oldest_s=oldest,
+                          oldest_at_s=oldest_at)
+        remaining = 0 if oldest is None else max(0, new_back - floor) // HOUR_S
+        stats.note = (f"{len(forward)} new hours, {len(again)} changed hours again, "
+                      f"{len(past)} past hours (backfill: {remaining} hours left), "
+                      f"lag {horizon_s - new_done} s")
         return stats
+
+    def _backfill_floor(self, horizon_s: int) -> int:
+        """The oldest hour the backfill may roll (``tsd.rollups.compute.backfill_max_s``)."""
+        max_s = self.tsdb.config["tsd.rollups.compute.backfill_max_s"]
+        return 0 if max_s <= 0 else horizon_s - max_s - (horizon_s - max_s) % HOUR_S
+
+
+def _add(total: RollupStats, one: RollupStats) -> None:
+    total.series += one.series
+    total.points_read += one.points_read
+    total.cells_written += one.cells_written
+    total.spans += one.spans
+    total.hours_rolled += one.hours_rolled
+    total.hours_lost += one.hours_lost
 
 
 def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threading.Thread:
@@ -352,8 +414,11 @@ def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threa
     ``interval_s`` seconds."""
     def roll() -> str | None:
         stats = rollup_pass.run_once()
-        if not stats.cells_written:
-            return None
-        return f"rolled up {stats.points_read} points into {stats.cells_written} cells"
+        if stats.cells_written:
+            return (f"rolled up {stats.points_read} points into {stats.cells_written} cells "
+                    f"({stats.note})")
+        if stats.hours_rolled:
+            return f"rollups: {stats.note}"
+        return None
 
     return run_every("rollups", interval_s, roll, wait_first=False)

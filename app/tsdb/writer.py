@@ -33,6 +33,7 @@ from app.tsdb.points import (
     parse_value,
     parse_value_text,
 )
+from app.tsdb.rollup_coverage import mark_rows
 from app.tsdb.uid import validate_name
 from plugin.manager import plugin_points
 
@@ -199,12 +200,14 @@ class PointWriter:
             for row, row_cells in rows.items():
                 for column, entry in row_cells.items():
                     table.append(row, column, entry)
-            return
-        if compact_rows:
-            rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
-        table.put_many(sorted(rows.items()))
-        if self.tsdb.compaction_queue is not None:
-            self.tsdb.compaction_queue.add(rows)
+        else:
+            if compact_rows:
+                rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
+            table.put_many(sorted(rows.items()))
+            if self.tsdb.compaction_queue is not None:
+                self.tsdb.compaction_queue.add(rows)
+        if self.tsdb.rollup_config is not None:  # after the cells: rollup_coverage's rule
+            mark_rows(self.tsdb, rows)
 
     # --- series: validation and UIDs -----------------------------------------------------
 

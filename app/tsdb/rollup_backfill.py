@@ -1,0 +1,82 @@
+"""What a background rollup pass rolls besides the hours that just closed.
+
+* **Changed hours**: an hour whose cover no longer holds (``rollup_coverage``: a write, a
+  delete or an import marked it; the verifier marked it) is rolled again, as is a marked hour
+  the pass never rolled (an import into the past).
+* **Foreign writes**: the verifier compares the raw stamps of the rolled hours of the last
+  ``tsd.rollups.compute.verify_s`` with the stamps their covers recorded; a difference (a Java
+  TSD's point, a direct table write, a compaction) marks the hour.
+* **The past** (backfill): hours older than the first one the pass rolled, newest first, down
+  to the oldest raw hour in the data table (or ``tsd.rollups.compute.backfill_max_s`` back),
+  a bounded number per pass; the cursor is kept in the lease, so the next holder carries on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from app.tsdb import TSDB
+from app.tsdb import rollup_coverage as coverage
+from app.tsdb.rollup_config import RollupInterval
+
+HOUR_S = 3600
+
+
+def oldest_hour_s(tsdb: TSDB, metric_uids: Sequence[bytes]) -> int | None:
+    """The base time of the oldest raw row: the first row of each metric in each salt bucket
+    (one row read each, keys only)."""
+    table = tsdb.data_table()
+    at = tsdb.layout.salt_width + tsdb.layout.metric_width
+    oldest: int | None = None
+    for uid in metric_uids:
+        for salt in tsdb.layout.salt_prefixes():
+            for key, _ in table.scan(row_prefix=salt + uid, limit=1, keys_only=True):
+                base = int.from_bytes(key[at:at + 4], "big")
+                oldest = base if oldest is None else min(oldest, base)
+    return oldest
+
+
+def changed_hours(record: coverage.Coverage, intervals: Sequence[RollupInterval],
+                  rolled: tuple[int, int], horizon_s: int) -> set[int]:
+    """Hours before the horizon to roll (again): in the rolled span ``[from, until)`` those
+    with a cover that no longer holds; anywhere, those with a mark and no cover that holds."""
+    first, until = rolled
+    out = set()
+    for hour in record.hours():
+        if hour >= horizon_s or all(record.valid(hour, i.interval) for i in intervals):
+            continue
+        if first <= hour < until or hour in record.marks:
+            out.add(hour)
+    return out
+
+
+def verify(tsdb: TSDB, record: coverage.Coverage, intervals: Sequence[RollupInterval],
+           metric_uids: Sequence[bytes], first_s: int, end_s: int) -> set[int]:
+    """Mark the covered hours of ``[first_s, end_s)`` whose raw stamp changed since they were
+    rolled (writes pytsd did not see); return them."""
+    if not intervals:
+        return set()
+    name = intervals[0].interval
+    hours = [h for h in range(first_s, end_s, HOUR_S)
+             if all(record.valid(h, i.interval) for i in intervals)]
+    if not hours:
+        return set()
+    now = coverage.raw_stamps(tsdb, metric_uids, hours[0], hours[-1] + HOUR_S)
+    changed = set()
+    for hour in hours:
+        cover = record.cover(hour, name)
+        if cover is not None and cover.stamp != now.get(hour, (0, 0)):
+            changed.add(hour)
+    coverage.mark_hours(tsdb, changed, closed_only=False)
+    return changed
+
+
+def runs(hours: Iterable[int]) -> list[tuple[int, int]]:
+    """Sorted hours as ``[start, end)`` spans of consecutive hours."""
+    spans: list[tuple[int, int]] = []
+    for hour in sorted(set(hours)):
+        if spans and spans[-1][1] == hour:
+            spans[-1] = (spans[-1][0], hour + HOUR_S)
+        else:
+            spans.append((hour, hour + HOUR_S))
+    return spans
