@@ -20,6 +20,8 @@ from flask.blueprints import BlueprintSetupState
 
 from app.api import bp
 from app.tsdb import TSDB
+from app.tsdb.rollup_backfill import progress as rollup_progress
+from app.tsdb.rollup_coverage import coverage_mode
 
 LATENCY_WINDOW = 4096
 LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
@@ -127,4 +129,6 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.ids-used", used, tags),
                    ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
+    if coverage_mode(tsdb):  # the background rollup pass's progress, from storage
+        points += rollup_progress(tsdb, now_s)
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]

@@ -71,6 +71,12 @@ def verify(tsdb: TSDB, record: coverage.Coverage, intervals: Sequence[RollupInte
     return changed
 
 
+def backfill_floor(tsdb: TSDB, horizon_s: int) -> int:
+    """The oldest hour the backfill may roll (``tsd.rollups.compute.backfill_max_s``)."""
+    max_s = tsdb.config["tsd.rollups.compute.backfill_max_s"]
+    return 0 if max_s <= 0 else horizon_s - max_s - (horizon_s - max_s) % HOUR_S
+
+
 def runs(hours: Iterable[int]) -> list[tuple[int, int]]:
     """Sorted hours as ``[start, end)`` spans of consecutive hours."""
     spans: list[tuple[int, int]] = []
@@ -80,3 +86,26 @@ def runs(hours: Iterable[int]) -> list[tuple[int, int]]:
         else:
             spans.append((hour, hour + HOUR_S))
     return spans
+
+
+def progress(tsdb: TSDB, now_s: float) -> list[tuple[str, int, dict[str, str]]]:
+    """``/api/stats`` points of the background pass, from the lease in storage (so every
+    worker of every node answers the same): how far it rolled, its lag behind the horizon,
+    and the backfill's cursor and the hours it has left."""
+    from app.tsdb.planner import rollup_horizon_ms
+    from app.tsdb.rollup_lease import RollupLease
+
+    _, state = RollupLease(tsdb, 0).current()
+    if state is None or state.done_until_s is None:
+        return []
+    horizon_s = rollup_horizon_ms(tsdb.config["tsd.rollups.compute.lag_s"], now_s) // 1000
+    tags = {"type": "background"}
+    points = [("tsd.rollup.done_until", state.done_until_s, tags),
+              ("tsd.rollup.lag_s", max(0, horizon_s - state.done_until_s), tags)]
+    if state.backfill_s is not None:
+        floor = None if state.oldest_s is None else max(state.oldest_s,
+                                                         backfill_floor(tsdb, horizon_s))
+        left = 0 if floor is None else max(0, state.backfill_s - floor)
+        points += [("tsd.rollup.backfill.cursor", state.backfill_s, tags),
+                   ("tsd.rollup.backfill.hours_left", left // HOUR_S, tags)]
+    return points

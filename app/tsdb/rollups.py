@@ -378,7 +378,8 @@ class RollupPass:
         if oldest_at is None or (now - oldest_at >= HOUR_S
                                  and (oldest is None or back_s <= oldest)):
             oldest, oldest_at = backfill.oldest_hour_s(self.tsdb, uids), int(now)
-        floor = back_s if oldest is None else max(oldest, self._backfill_floor(horizon_s))
+        floor = (back_s if oldest is None
+                 else max(oldest, backfill.backfill_floor(self.tsdb, horizon_s)))
         past = list(range(max(floor, back_s - left * HOUR_S), back_s, HOUR_S)) if left else []
         stats = RollupStats()
         for start, end in backfill.runs([*forward, *again, *past]):
@@ -393,11 +394,6 @@ class RollupPass:
                       f"{len(past)} past hours (backfill: {remaining} hours left), "
                       f"lag {horizon_s - new_done} s")
         return stats
-
-    def _backfill_floor(self, horizon_s: int) -> int:
-        """The oldest hour the backfill may roll (``tsd.rollups.compute.backfill_max_s``)."""
-        max_s = self.tsdb.config["tsd.rollups.compute.backfill_max_s"]
-        return 0 if max_s <= 0 else horizon_s - max_s - (horizon_s - max_s) % HOUR_S
 
 
 def _add(total: RollupStats, one: RollupStats) -> None:
