@@ -22,7 +22,6 @@ from app.engine.model import Series
 from app.errors import BadRequestError, TsdbError
 from app.query.ast import SubQuery
 from app.storage import codec_rollup
-from app.storage.base import Table
 from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
 from app.tsdb import rollup_coverage as coverage
@@ -297,16 +296,20 @@ def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, first: int, 
         reader = SeriesReader(tsdb)
         reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
         sub = SubQuery(aggregator="none", metric=metric)
+        written: dict[bytes, dict[bytes, bytes]] = {}
         for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
             keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms < chunk_end * 1000)
             series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
             series.is_int = series.is_int[keep]
             rows = rollup_cells(series, interval, ids, time_start)
             table.put_many(sorted(rows.items()))
-            drop_other_widths(table, rows)
+            for key, cells in rows.items():
+                written.setdefault(key, {}).update(cells)
             stats.series += 1
             stats.points_read += int(series.ts_ms.size)
             stats.cells_written += sum(len(cells) for cells in rows.values())
+        drop_stale(tsdb, interval, tsdb.metrics.get_id(metric), (chunk_start, chunk_end),
+                   written)
 
 
 def _slot(qualifier: bytes) -> tuple[int, int] | None:
@@ -317,20 +320,41 @@ def _slot(qualifier: bytes) -> tuple[int, int] | None:
     return qualifier[0], int.from_bytes(qualifier[1:], "big") >> FLAG_BITS
 
 
-def drop_other_widths(table: Table, rows: Mapping[bytes, Mapping[bytes, bytes]]) -> None:
-    """Delete the cells a re-roll replaced under another qualifier.
+def drop_stale(tsdb: TSDB, interval: RollupInterval, metric_uid: bytes,
+               span_s: tuple[int, int], written: Mapping[bytes, Mapping[bytes, bytes]]) -> int:
+    """Delete the cells of pytsd's aggregates in ``[start, end)`` a roll did not just write.
 
-    The flags (value width, integer or float) are part of a rollup qualifier, so when a
-    late point changes an aggregate's width (a 1-byte ``sum`` becomes 2 bytes, or a float),
-    the new cell lands beside the old one, and both would be read (OpenTSDB fails on the
-    duplicate unless ``tsd.storage.fix_duplicates``). Written first, deleted after: a reader
-    never finds the place empty."""
-    written = {key: {_slot(column[2:]) for column in cells} for key, cells in rows.items()}
-    for key, cells in table.rows(sorted(rows), columns=[b"t"]):
-        stale = [column for column in cells
-                 if column not in rows[key] and _slot(column[2:]) in written[key]]
-        if stale:
-            table.delete(key, columns=stale)
+    A re-roll must leave exactly what the raw rows hold now: an interval whose points were
+    all deleted since, a series gone from the hour, and a cell whose place (aggregate and
+    offset) the roll wrote under other flags (the flags, value width and integer or float,
+    are part of a rollup qualifier, so a late point that turns a 1-byte ``sum`` into 2 bytes
+    lands beside the old cell, and both would be read; OpenTSDB fails on the duplicate unless
+    ``tsd.storage.fix_duplicates``). Written first, deleted after: a reader never finds a
+    written place empty. Returns the cells deleted."""
+    assert tsdb.rollup_config is not None
+    ids = {tsdb.rollup_config.aggregation_ids.get(name) for name in COMPUTED} - {None}
+    table = tsdb.table(interval.table)
+    layout = tsdb.layout
+    at = layout.salt_width + layout.metric_width
+    start_s, end_s = span_s
+    first = codec_rollup.rollup_base_time(start_s, interval.units, interval.unit_multiplier)
+    last = codec_rollup.rollup_base_time(end_s - 1, interval.units, interval.unit_multiplier)
+    dropped = 0
+    for salt in layout.salt_prefixes():
+        row_start, row_stop = layout.metric_scan_range(salt, metric_uid, first, last)
+        for key, cells in table.scan(row_start=row_start, row_stop=row_stop, columns=[b"t"]):
+            base = int.from_bytes(key[at:at + 4], "big")
+            kept = written.get(key, {})
+            stale = []
+            for column in cells:
+                slot = _slot(column[2:])
+                if (slot is not None and slot[0] in ids and column not in kept
+                        and start_s <= base + slot[1] * interval.interval_s < end_s):
+                    stale.append(column)
+            if stale:
+                table.delete(key, columns=stale)
+                dropped += len(stale)
+    return dropped
 
 
 class RollupPass:
