@@ -37,13 +37,15 @@ def oldest_hour_s(tsdb: TSDB, metric_uids: Sequence[bytes]) -> int | None:
 
 
 def changed_hours(record: coverage.Coverage, intervals: Sequence[RollupInterval],
-                  rolled: tuple[int, int], horizon_s: int) -> set[int]:
+                  rolled: tuple[int, int], todo: tuple[int, int], horizon_s: int) -> set[int]:
     """Hours before the horizon to roll (again): in the rolled span ``[from, until)`` those
-    with a cover that no longer holds; anywhere, those with a mark and no cover that holds."""
+    with a cover that no longer holds; elsewhere, those with a mark and no cover that holds
+    (an import into the past), except in the span the backfill has still to do."""
     first, until = rolled
     out = set()
     for hour in record.hours():
-        if hour >= horizon_s or all(record.valid(hour, i.interval) for i in intervals):
+        if (hour >= horizon_s or todo[0] <= hour < todo[1]
+                or all(record.valid(hour, i.interval) for i in intervals)):
             continue
         if first <= hour < until or hour in record.marks:
             out.add(hour)

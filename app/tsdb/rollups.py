@@ -395,15 +395,16 @@ class RollupPass:
         verify_from = max(back_s, horizon_s - config["tsd.rollups.compute.verify_s"])
         changed = backfill.verify(self.tsdb, record, intervals, uids,
                                   verify_from - verify_from % HOUR_S, done)
-        changed |= backfill.changed_hours(record, intervals, (back_s, done), horizon_s)
-        again = sorted(changed - set(forward), reverse=True)[:budget - len(forward)]
-        left = budget - len(forward) - len(again)
         oldest, oldest_at = state.oldest_s, state.oldest_at_s
         if oldest_at is None or (now - oldest_at >= HOUR_S
                                  and (oldest is None or back_s <= oldest)):
             oldest, oldest_at = backfill.oldest_hour_s(self.tsdb, uids), int(now)
         floor = (back_s if oldest is None
                  else max(oldest, backfill.backfill_floor(self.tsdb, horizon_s)))
+        changed |= backfill.changed_hours(record, intervals, (back_s, done), (floor, back_s),
+                                          horizon_s)
+        again = sorted(changed - set(forward), reverse=True)[:budget - len(forward)]
+        left = budget - len(forward) - len(again)
         past = list(range(max(floor, back_s - left * HOUR_S), back_s, HOUR_S)) if left else []
         stats = RollupStats()
         for start, end in backfill.runs([*forward, *again, *past]):
