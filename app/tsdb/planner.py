@@ -225,9 +225,15 @@ def covered_read(reader: SeriesReader, sub: SubQuery, interval: RollupInterval,
     good = not_rolled[last_hours + 1] == not_rolled[first_hours]
     rolled: list[Series] = []
     if good.any():
-        rolled = _read_rollups(reader, sub, [interval], first_ms, split_ms, pre_aggregate=False)
-        if not good.all():
-            rolled = [_kept(s, good[(s.ts_ms - first_ms) // step_ms]) for s in rolled]
+        # Only the span from the first to the last bucket the rollup answers is read from it
+        # (the hours after the data, often uncovered, cost nothing there); its buckets are
+        # sifted only when some inside it are not answered.
+        lo, hi = int(np.argmax(good)), good.size - int(np.argmax(good[::-1]))
+        rolled = _read_rollups(reader, sub, [interval], first_ms + lo * step_ms,
+                               first_ms + hi * step_ms, pre_aggregate=False)
+        if not good[lo:hi].all():
+            rolled = [s for s in (_kept(s, good[(s.ts_ms - first_ms) // step_ms])
+                                  for s in rolled) if s.ts_ms.size]
     if good.all():
         spans = []
     else:
@@ -244,7 +250,10 @@ def covered_read(reader: SeriesReader, sub: SubQuery, interval: RollupInterval,
         last_ms = min(span_end, scan_end_ms) - 1
         first_s = span_start // 1000 - span_start // 1000 % HOUR_S
         raw = reader.read_rows(sub, first_s, last_ms // 1000 - last_ms // 1000 % HOUR_S)
-        pieces.append([_kept(s, (s.ts_ms >= span_start) & (s.ts_ms < span_end)) for s in raw])
+        kept = [_kept(s, (s.ts_ms >= span_start) & (s.ts_ms < span_end)) for s in raw]
+        pieces.append([s for s in kept if s.ts_ms.size or s.annotations])
+    if not any(pieces[1:]):  # nothing raw to add (hours after the data, say)
+        return rolled
     return _merged(pieces)
 
 

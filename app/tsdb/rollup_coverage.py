@@ -112,8 +112,9 @@ class Coverage:
 
     def valid(self, hour_s: int, interval: str) -> bool:
         """The hour's rollup of ``interval`` is complete and no raw write reached it since."""
-        cover = self.cover(hour_s, interval)
-        return cover is not None and cover.token == self.marks.get(hour_s, b"")
+        raw = self.covers.get((hour_s, interval))  # the stamp, then the mark read (Cover)
+        return (raw is not None and len(raw) >= _STAMP.size
+                and raw[_STAMP.size:] == self.marks.get(hour_s, b""))
 
     def valid_hours(self, interval: str, first_hour_s: int, hours: int) -> np.ndarray:
         return np.fromiter((self.valid(first_hour_s + i * HOUR_S, interval)
