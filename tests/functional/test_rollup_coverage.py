@@ -189,3 +189,34 @@ def test_an_explicit_nofallback_reads_rollups_and_says_what_was_not_rolled(
     answer = _query(client, m, DAY, DAY + HOURS * 3600 - 1, "&show_summary=true")
     assert answer[-1]["statsSummary"]["queryIdx_00"]["rollupHoursNotRolled"] == HOURS + 1 - 2
     assert sorted(answer[0]["dps"]) == [str(DAY + 4 * 3600), str(DAY + 5 * 3600)]
+
+
+def test_the_backfill_resumes_where_a_dead_holder_stopped(covered_tsdb: TSDB,
+                                                          client: FlaskClient) -> None:
+    a = RollupPass(covered_tsdb, RollupLease(covered_tsdb, 60, "a"))
+    assert a.run_once(now_s=NOW).hours_rolled == 2  # hours 5 and 4, then "killed"
+    b = RollupPass(covered_tsdb, RollupLease(covered_tsdb, 60, "b"))
+    assert b.run_once(now_s=NOW + 1).held_by_other  # a's lease is live
+    taken = b.run_once(now_s=NOW + 61)  # expired: b carries on with hours 3 and 2
+    assert taken.hours_rolled == 2 and _covered(covered_tsdb) == [2, 3, 4, 5]
+    _, state = b.lease.current()
+    assert state is not None and (state.owner, state.backfill_s) == ("b", DAY + 2 * 3600)
+    assert_as_raw(client)
+    stats = {p["metric"]: p["value"] for p in client.get("/api/stats").get_json()
+             if p["metric"].startswith("tsd.rollup.")}
+    assert stats["tsd.rollup.backfill.hours_left"] == "2"
+    assert stats["tsd.rollup.backfill.cursor"] == str(DAY + 2 * 3600)
+
+
+def test_a_roller_that_lost_a_race_marks_the_hour(covered_tsdb: TSDB) -> None:
+    """Two rollers read the same record, both roll hour 0; the first records its cover, the
+    second's check-and-put fails: which cells won is unknown, so the hour is marked."""
+    hours = [DAY]
+    intervals = coverage.tracked(covered_tsdb)
+    stamps = coverage.raw_stamps(covered_tsdb, [covered_tsdb.metrics.get_id("m")], DAY,
+                                 DAY + 3600)
+    first, second = coverage.read(covered_tsdb), coverage.read(covered_tsdb)
+    assert coverage.record(covered_tsdb, first, intervals, hours, stamps) == 0
+    assert _covered(covered_tsdb) == [0]
+    assert coverage.record(covered_tsdb, second, intervals, hours, stamps) == 1
+    assert _covered(covered_tsdb) == []
