@@ -273,16 +273,19 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
             continue
         stats.spans.append(f"{interval.interval}: {first}..{last}")
         for metric in names:
-            _roll_metric(tsdb, interval, metric, first, last, stats)
+            _roll_metric(tsdb, interval, metric, (first, last), stats,
+                         {hour for hour, _ in before.covers})
     if hours:
         stats.hours_rolled = len(hours)
         stats.hours_lost = coverage.record(tsdb, before, coverage.tracked(tsdb), hours, stamps)
     return stats
 
 
-def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, first: int, last: int,
-                 stats: RollupStats) -> None:
-    """One metric's rollups of ``interval`` over ``[first, last)``."""
+def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, span_s: tuple[int, int],
+                 stats: RollupStats, rolled_before: set[int]) -> None:
+    """One metric's rollups of ``interval`` over ``[first, last)`` (``rolled_before``: the
+    hours pytsd rolled before, whose cells it may drop: see :func:`drop_stale`)."""
+    first, last = span_s
     from app.tsdb.reader import SeriesReader
 
     assert tsdb.rollup_config is not None
@@ -309,7 +312,7 @@ def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, first: int, 
             stats.points_read += int(series.ts_ms.size)
             stats.cells_written += sum(len(cells) for cells in rows.values())
         drop_stale(tsdb, interval, tsdb.metrics.get_id(metric), (chunk_start, chunk_end),
-                   written)
+                   written, rolled_before)
 
 
 def _slot(qualifier: bytes) -> tuple[int, int] | None:
@@ -321,15 +324,18 @@ def _slot(qualifier: bytes) -> tuple[int, int] | None:
 
 
 def drop_stale(tsdb: TSDB, interval: RollupInterval, metric_uid: bytes,
-               span_s: tuple[int, int], written: Mapping[bytes, Mapping[bytes, bytes]]) -> int:
-    """Delete the cells of pytsd's aggregates in ``[start, end)`` a roll did not just write.
+               span_s: tuple[int, int], written: Mapping[bytes, Mapping[bytes, bytes]],
+               rolled_before: set[int]) -> int:
+    """Delete the cells of pytsd's aggregates in ``[start, end)`` a roll did not just write:
+    those in a place (aggregate and offset) it wrote under other flags, and, in the hours of
+    ``rolled_before`` (pytsd's own earlier roll, recorded in the coverage record), every other.
 
-    A re-roll must leave exactly what the raw rows hold now: an interval whose points were
-    all deleted since, a series gone from the hour, and a cell whose place (aggregate and
-    offset) the roll wrote under other flags (the flags, value width and integer or float,
-    are part of a rollup qualifier, so a late point that turns a 1-byte ``sum`` into 2 bytes
-    lands beside the old cell, and both would be read; OpenTSDB fails on the duplicate unless
-    ``tsd.storage.fix_duplicates``). Written first, deleted after: a reader never finds a
+    The flags (value width, integer or float) are part of a rollup qualifier, so a late point
+    that turns a 1-byte ``sum`` into 2 bytes lands beside the old cell, and both would be read
+    (OpenTSDB fails on the duplicate unless ``tsd.storage.fix_duplicates``). A re-roll must
+    also leave exactly what the raw rows hold now: an interval whose points were all deleted
+    since, a series gone from the hour. Cells in hours pytsd never rolled may be an external
+    job's (``/api/rollup``) and stay. Written first, deleted after: a reader never finds a
     written place empty. Returns the cells deleted."""
     assert tsdb.rollup_config is not None
     ids = {tsdb.rollup_config.aggregation_ids.get(name) for name in COMPUTED} - {None}
@@ -345,11 +351,15 @@ def drop_stale(tsdb: TSDB, interval: RollupInterval, metric_uid: bytes,
         for key, cells in table.scan(row_start=row_start, row_stop=row_stop, columns=[b"t"]):
             base = int.from_bytes(key[at:at + 4], "big")
             kept = written.get(key, {})
+            places = {_slot(column[2:]) for column in kept}
             stale = []
             for column in cells:
                 slot = _slot(column[2:])
-                if (slot is not None and slot[0] in ids and column not in kept
-                        and start_s <= base + slot[1] * interval.interval_s < end_s):
+                if slot is None or slot[0] not in ids or column in kept:
+                    continue
+                at_s = base + slot[1] * interval.interval_s
+                if start_s <= at_s < end_s and (slot in places or at_s - at_s % HOUR_S
+                                                in rolled_before):
                     stale.append(column)
             if stale:
                 table.delete(key, columns=stale)
