@@ -3,10 +3,12 @@ with background rollups and compaction on: rollup-eligible queries answer exactl
 ``rollupUsage=ROLLUP_RAW`` before, during and after the backfill of hours written before the
 servers started, after a late point put through one server (asked on the other at once), and
 after a write that bypasses pytsd (a Java TSD's put, here the Table API), once a pass ran.
+Then the server holding the rollup lease is killed (SIGKILL) and the other takes it over.
 """
 
 from __future__ import annotations
 
+import signal
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ import requests
 from app.storage import codec
 from app.tsdb import TSDB
 from app.tsdb import rollup_coverage as coverage
+from app.tsdb.rollup_lease import RollupLease
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.e2e.tsd_process import TsdProcess, start_tsd
 from tests.rollup_fixtures import ROLLUP_SETTINGS
@@ -44,6 +47,19 @@ def _check(servers: list[TsdProcess], start: int, end: int) -> None:
         rolled = _answer(servers[i % 2], m, start, end)
         raw = _answer(servers[1 - i % 2], m.replace(":", ":rollup_raw:", 1), start, end)
         assert raw and rolled == raw, m
+
+
+def _workers(server: TsdProcess) -> set[int]:
+    """The PIDs of a server's gunicorn workers (the children of its master)."""
+    found = set()
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[1]) == server.process.pid:
+            found.add(int(stat.parent.name))
+    return found
 
 
 def _covered(tsdb: TSDB, first_s: int) -> int:
@@ -106,6 +122,27 @@ def test_two_servers_answer_as_raw_through_backfill_and_late_writes(
         named = {s["metric"]: s["value"] for s in stats if s["metric"].startswith("tsd.rollup")}
         assert named["tsd.rollup.backfill.hours_left"] == "0"
         assert int(named["tsd.rollup.lag_s"]) <= 3600
+        # kill -9 the server holding the lease: the other takes the pass over (lease 3 s)
+        # and rolls an hour written meanwhile, older than the data
+        _, state = RollupLease(tsdb, 0).current()
+        assert state is not None
+        holder = next(i for i, server in enumerate(servers)
+                      if int(state.owner.split(":")[1]) in _workers(server))
+        servers[holder].stop(signal.SIGKILL)
+        alive = servers[1 - holder]
+        older = first - 3600
+        put = requests.post(f"{alive.url}/api/put", timeout=30,
+                            json={"metric": "m", "timestamp": older + 60, "value": 5,
+                                  "tags": {"host": "a"}})
+        assert put.status_code == 204
+        deadline = time.monotonic() + 60
+        while not all(coverage.read(tsdb).valid(older, i.interval)
+                      for i in coverage.tracked(tsdb)):
+            assert time.monotonic() < deadline, "no one took the pass over"
+            time.sleep(0.5)
+        _, state = RollupLease(tsdb, 0).current()
+        assert state is not None and int(state.owner.split(":")[1]) in _workers(alive)
+        _check([alive, alive], older, end)
     finally:
         for server in servers:
             server.stop()
