@@ -4,7 +4,8 @@
   delete or an import marked it; the verifier marked it) is rolled again, as is a marked hour
   the pass never rolled (an import into the past).
 * **Foreign writes**: the verifier compares the raw stamps of the rolled hours of the last
-  ``tsd.rollups.compute.verify_s`` with the stamps their covers recorded; a difference (a Java
+  ``tsd.rollups.compute.verify_s`` with the stamps their covers recorded, and of as many older
+  rolled hours as a pass may roll, a cursor sweeping back through them; a difference (a Java
   TSD's point, a direct table write, a compaction) marks the hour.
 * **The past** (backfill): hours older than the first one the pass rolled, newest first, down
   to the oldest raw hour in the data table (or ``tsd.rollups.compute.backfill_max_s`` back),
@@ -77,6 +78,17 @@ def backfill_floor(tsdb: TSDB, horizon_s: int) -> int:
     """The oldest hour the backfill may roll (``tsd.rollups.compute.backfill_max_s``)."""
     max_s = tsdb.config["tsd.rollups.compute.backfill_max_s"]
     return 0 if max_s <= 0 else horizon_s - max_s - (horizon_s - max_s) % HOUR_S
+
+
+def sweep_span(cursor_s: int | None, first_s: int, window_s: int,
+               hours: int) -> tuple[int, int]:
+    """The older rolled hours (``[first_s, window_s)``, before the verified window) to verify
+    this pass: ``hours`` of them below the cursor, newest first, starting again at the window
+    once the cursor reached the oldest; so every rolled hour is verified every
+    ``rolled hours / hours`` passes."""
+    if cursor_s is None or not first_s < cursor_s <= window_s:
+        cursor_s = window_s
+    return max(first_s, cursor_s - hours * HOUR_S), cursor_s
 
 
 def runs(hours: Iterable[int]) -> list[tuple[int, int]]:

@@ -37,11 +37,13 @@ class LeaseState:
     backfill_s: int | None = None
     oldest_s: int | None = None
     oldest_at_s: int | None = None
+    sweep_s: int | None = None  # the verifier's cursor through the older rolled hours
 
     def encode(self) -> bytes:
         return json.dumps({"owner": self.owner, "expires_s": self.expires_s,
                            "done_until_s": self.done_until_s, "backfill_s": self.backfill_s,
-                           "oldest_s": self.oldest_s, "oldest_at_s": self.oldest_at_s},
+                           "oldest_s": self.oldest_s, "oldest_at_s": self.oldest_at_s,
+                           "sweep_s": self.sweep_s},
                           sort_keys=True).encode()
 
     @classmethod
@@ -50,7 +52,8 @@ class LeaseState:
             data = json.loads(raw)
             return cls(str(data["owner"]), float(data["expires_s"]),
                        *(None if data.get(name) is None else int(data[name])
-                         for name in ("done_until_s", "backfill_s", "oldest_s", "oldest_at_s")))
+                         for name in ("done_until_s", "backfill_s", "oldest_s", "oldest_at_s",
+                                      "sweep_s")))
         except (ValueError, KeyError, TypeError):
             return None  # a damaged cell: treated as expired, overwritten by check-and-put
 
@@ -87,7 +90,8 @@ class RollupLease:
         return mine if self._swap(raw, mine) else None
 
     def record(self, state: LeaseState, done_until_s: int, backfill_s: int | None = None,
-               oldest_s: int | None = None, oldest_at_s: int | None = None) -> bool:
+               oldest_s: int | None = None, oldest_at_s: int | None = None,
+               sweep_s: int | None = None) -> bool:
         """Store progress (the backfill's too, unchanged where None); False when the lease
         was lost meanwhile (someone took it over: the cells written are the same bytes
         either way, only the work was doubled)."""
@@ -98,7 +102,8 @@ class RollupLease:
             state, owner=self.owner, done_until_s=done_until_s,
             backfill_s=given(backfill_s, state.backfill_s),
             oldest_s=given(oldest_s, state.oldest_s),
-            oldest_at_s=given(oldest_at_s, state.oldest_at_s)))
+            oldest_at_s=given(oldest_at_s, state.oldest_at_s),
+            sweep_s=given(sweep_s, state.sweep_s)))
 
     def _swap(self, expected: bytes | None, state: LeaseState) -> bool:
         value = state.encode()

@@ -403,8 +403,10 @@ class RollupPass:
         intervals = coverage.tracked(self.tsdb)
         record = coverage.read(self.tsdb)
         verify_from = max(back_s, horizon_s - config["tsd.rollups.compute.verify_s"])
-        changed = backfill.verify(self.tsdb, record, intervals, uids,
-                                  verify_from - verify_from % HOUR_S, done)
+        verify_from -= verify_from % HOUR_S
+        changed = backfill.verify(self.tsdb, record, intervals, uids, verify_from, done)
+        sweep = backfill.sweep_span(state.sweep_s, back_s, verify_from, budget)
+        changed |= backfill.verify(self.tsdb, record, intervals, uids, *sweep)
         oldest, oldest_at = state.oldest_s, state.oldest_at_s
         if oldest_at is None or (now - oldest_at >= HOUR_S
                                  and (oldest is None or back_s <= oldest)):
@@ -423,7 +425,7 @@ class RollupPass:
         new_done = forward[-1] + HOUR_S if forward else done
         new_back = past[0] if past else back_s
         self.lease.record(state, new_done, backfill_s=new_back, oldest_s=oldest,
-                          oldest_at_s=oldest_at)
+                          oldest_at_s=oldest_at, sweep_s=sweep[0])
         remaining = 0 if oldest is None else max(0, new_back - floor) // HOUR_S
         stats.note = (f"{len(forward)} new hours, {len(again)} changed hours again, "
                       f"{len(past)} past hours (backfill: {remaining} hours left), "
