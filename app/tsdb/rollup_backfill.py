@@ -15,12 +15,59 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 
 from app.tsdb import TSDB
 from app.tsdb import rollup_coverage as coverage
 from app.tsdb.rollup_config import RollupInterval
+from app.tsdb.rollup_lease import LeaseState, RollupLease
 
 HOUR_S = 3600
+
+
+@dataclass(frozen=True)
+class PassPlan:
+    """What one pass rolls, and the progress to record once it did."""
+
+    forward: list[int]  # hours that closed since the last pass
+    again: list[int]  # hours whose rollups no longer hold
+    past: list[int]  # the backfill's hours (below its cursor)
+    done_s: int  # done_until after the pass
+    back_s: int  # the backfill's cursor after the pass
+    hours_left: int  # what the backfill has left after the pass
+    oldest_s: int | None
+    oldest_at_s: int | None
+    sweep_s: int  # the verifier's cursor after the pass
+
+    def hours(self) -> list[int]:
+        return [*self.forward, *self.again, *self.past]
+
+
+def plan_pass(tsdb: TSDB, state: LeaseState, now_s: float, horizon_s: int) -> PassPlan:
+    """Plan a pass from the lease's progress; verifies (and marks) hours on the way."""
+    budget = max(1, tsdb.config["tsd.rollups.compute.hours_per_pass"])
+    done = horizon_s - HOUR_S if state.done_until_s is None else state.done_until_s
+    back_s = done if state.backfill_s is None else min(state.backfill_s, done)
+    forward = list(range(done, min(horizon_s, done + budget * HOUR_S), HOUR_S))
+    uids = [uid for _, uid in tsdb.metrics.grep(lambda _: True)]
+    intervals = coverage.tracked(tsdb)
+    record = coverage.read(tsdb)
+    window = max(back_s, horizon_s - tsdb.config["tsd.rollups.compute.verify_s"])
+    window -= window % HOUR_S
+    changed = verify(tsdb, record, intervals, uids, window, done)
+    sweep = sweep_span(state.sweep_s, back_s, window, budget)
+    changed |= verify(tsdb, record, intervals, uids, *sweep)
+    oldest, oldest_at = state.oldest_s, state.oldest_at_s
+    if oldest_at is None or (now_s - oldest_at >= HOUR_S and (oldest is None or back_s <= oldest)):
+        oldest, oldest_at = oldest_hour_s(tsdb, uids), int(now_s)
+    floor = back_s if oldest is None else max(oldest, backfill_floor(tsdb, horizon_s))
+    changed |= changed_hours(record, intervals, (back_s, done), (floor, back_s), horizon_s)
+    again = sorted(changed - set(forward), reverse=True)[:budget - len(forward)]
+    left = budget - len(forward) - len(again)
+    past = list(range(max(floor, back_s - left * HOUR_S), back_s, HOUR_S)) if left > 0 else []
+    new_back = past[0] if past else back_s
+    return PassPlan(forward, again, past, forward[-1] + HOUR_S if forward else done, new_back,
+                    max(0, new_back - floor) // HOUR_S, oldest, oldest_at, sweep[0])
 
 
 def oldest_hour_s(tsdb: TSDB, metric_uids: Sequence[bytes]) -> int | None:
@@ -107,7 +154,6 @@ def progress(tsdb: TSDB, now_s: float) -> list[tuple[str, int, dict[str, str]]]:
     worker of every node answers the same): how far it rolled, its lag behind the horizon,
     and the backfill's cursor and the hours it has left."""
     from app.tsdb.planner import rollup_horizon_ms
-    from app.tsdb.rollup_lease import RollupLease
 
     _, state = RollupLease(tsdb, 0).current()
     if state is None or state.done_until_s is None:

@@ -255,15 +255,16 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
     rollups = tsdb.rollup_config
     if rollups is None:
         raise RollupConfigError("Rollups are not enabled (tsd.rollups.enable)")
+    hours: list[int] = []
     if metrics is None:
-        found = tsdb.metrics.grep(lambda _: True)
-        names = [name for name, _ in found]
         hours = list(range(-(-start_s // HOUR_S) * HOUR_S, end_s - end_s % HOUR_S, HOUR_S))
-    else:
-        names, hours, found = list(metrics), [], []
+    # The marks before the metrics' names: a metric whose mark was read got its UID first.
     before = coverage.read(tsdb, hours[0], hours[-1]) if hours else coverage.Coverage()
+    found = tsdb.metrics.grep(lambda _: True) if metrics is None else []
+    names = [name for name, _ in found] if metrics is None else list(metrics)
     stamps = (coverage.raw_stamps(tsdb, [uid for _, uid in found], hours[0],
                                   hours[-1] + HOUR_S) if hours else {})
+    rolled_before = {hour for hour, _ in before.covers}
     stats = RollupStats()
     for interval in rollups.rollups():
         first = (start_s if not widen_start else start_s - start_s % interval.interval_s)
@@ -273,8 +274,7 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
             continue
         stats.spans.append(f"{interval.interval}: {first}..{last}")
         for metric in names:
-            _roll_metric(tsdb, interval, metric, (first, last), stats,
-                         {hour for hour, _ in before.covers})
+            _roll_metric(tsdb, interval, metric, (first, last), stats, rolled_before)
     if hours:
         stats.hours_rolled = len(hours)
         stats.hours_lost = coverage.record(tsdb, before, coverage.tracked(tsdb), hours, stamps)
@@ -285,9 +285,9 @@ def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, span_s: tupl
                  stats: RollupStats, rolled_before: set[int]) -> None:
     """One metric's rollups of ``interval`` over ``[first, last)`` (``rolled_before``: the
     hours pytsd rolled before, whose cells it may drop: see :func:`drop_stale`)."""
-    first, last = span_s
     from app.tsdb.reader import SeriesReader
 
+    first, last = span_s
     assert tsdb.rollup_config is not None
     ids = tsdb.rollup_config.aggregation_ids
     time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
@@ -390,46 +390,28 @@ class RollupPass:
         from app.tsdb.planner import rollup_horizon_ms
 
         now = time.time() if now_s is None else now_s
-        config = self.tsdb.config
-        horizon_s = rollup_horizon_ms(config["tsd.rollups.compute.lag_s"], now) // 1000
+        started = time.monotonic()
+        horizon_s = rollup_horizon_ms(self.tsdb.config["tsd.rollups.compute.lag_s"], now) // 1000
         state = self.lease.acquire(now)
         if state is None:
             return RollupStats(held_by_other=True)
-        budget = max(1, config["tsd.rollups.compute.hours_per_pass"])
-        done = horizon_s - HOUR_S if state.done_until_s is None else state.done_until_s
-        back_s = done if state.backfill_s is None else min(state.backfill_s, done)
-        forward = list(range(done, min(horizon_s, done + budget * HOUR_S), HOUR_S))
-        uids = [uid for _, uid in self.tsdb.metrics.grep(lambda _: True)]
-        intervals = coverage.tracked(self.tsdb)
-        record = coverage.read(self.tsdb)
-        verify_from = max(back_s, horizon_s - config["tsd.rollups.compute.verify_s"])
-        verify_from -= verify_from % HOUR_S
-        changed = backfill.verify(self.tsdb, record, intervals, uids, verify_from, done)
-        sweep = backfill.sweep_span(state.sweep_s, back_s, verify_from, budget)
-        changed |= backfill.verify(self.tsdb, record, intervals, uids, *sweep)
-        oldest, oldest_at = state.oldest_s, state.oldest_at_s
-        if oldest_at is None or (now - oldest_at >= HOUR_S
-                                 and (oldest is None or back_s <= oldest)):
-            oldest, oldest_at = backfill.oldest_hour_s(self.tsdb, uids), int(now)
-        floor = (back_s if oldest is None
-                 else max(oldest, backfill.backfill_floor(self.tsdb, horizon_s)))
-        changed |= backfill.changed_hours(record, intervals, (back_s, done), (floor, back_s),
-                                          horizon_s)
-        again = sorted(changed - set(forward), reverse=True)[:budget - len(forward)]
-        left = budget - len(forward) - len(again)
-        past = list(range(max(floor, back_s - left * HOUR_S), back_s, HOUR_S)) if left else []
+        plan = backfill.plan_pass(self.tsdb, state, now, horizon_s)
         stats = RollupStats()
-        for start, end in backfill.runs([*forward, *again, *past]):
-            rolled = compute_rollups(self.tsdb, start, end, widen_start=True)
-            _add(stats, rolled)
-        new_done = forward[-1] + HOUR_S if forward else done
-        new_back = past[0] if past else back_s
-        self.lease.record(state, new_done, backfill_s=new_back, oldest_s=oldest,
-                          oldest_at_s=oldest_at, sweep_s=sweep[0])
-        remaining = 0 if oldest is None else max(0, new_back - floor) // HOUR_S
-        stats.note = (f"{len(forward)} new hours, {len(again)} changed hours again, "
-                      f"{len(past)} past hours (backfill: {remaining} hours left), "
-                      f"lag {horizon_s - new_done} s")
+        for start, end in backfill.runs(plan.hours()):
+            _add(stats, compute_rollups(self.tsdb, start, end, widen_start=True))
+            # A long pass renews its lease as it goes (after a third of it); one that lost
+            # it stops (the new holder starts from the progress recorded before).
+            elapsed_s = time.monotonic() - started
+            if elapsed_s > self.lease.lease_s / 3:
+                state = self.lease.acquire(now + elapsed_s)
+                if state is None:
+                    return stats
+                started, now = time.monotonic(), now + elapsed_s
+        self.lease.record(state, plan.done_s, backfill_s=plan.back_s, oldest_s=plan.oldest_s,
+                          oldest_at_s=plan.oldest_at_s, sweep_s=plan.sweep_s)
+        stats.note = (f"{len(plan.forward)} new hours, {len(plan.again)} changed hours again, "
+                      f"{len(plan.past)} past hours (backfill: {plan.hours_left} hours left), "
+                      f"lag {horizon_s - plan.done_s} s")
         return stats
 
 
