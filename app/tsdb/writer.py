@@ -200,14 +200,14 @@ class PointWriter:
             for row, row_cells in rows.items():
                 for column, entry in row_cells.items():
                     table.append(row, column, entry)
-        else:
-            if compact_rows:
-                rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
-            table.put_many(sorted(rows.items()))
-            if self.tsdb.compaction_queue is not None:
-                self.tsdb.compaction_queue.add(rows)
-        if self.tsdb.rollup_config is not None:  # after the cells: rollup_coverage's rule
-            mark_rows(self.tsdb, rows)
+            mark_rows(self.tsdb, rows)  # after the cells: rollup_coverage's rule
+            return
+        if compact_rows:
+            rows = {row: _compacted(row_cells) for row, row_cells in rows.items()}
+        table.put_many(sorted(rows.items()))
+        if self.tsdb.compaction_queue is not None:
+            self.tsdb.compaction_queue.add(rows)
+        mark_rows(self.tsdb, rows)  # after the cells: rollup_coverage's rule
 
     # --- series: validation and UIDs -----------------------------------------------------
 
