@@ -13,6 +13,11 @@ twins, epoch-aligned, not calendar, not ``all``), each downsample bucket is firs
 from the rollup intervals it holds (so the engine sees one point per bucket) and the buckets
 after the *rollup horizon* (the open hour, plus ``tsd.rollups.compute.lag_s``) are read from
 raw rows. Anything else reads raw data, as with rollups off.
+
+When pytsd computes the rollups (``tsd.rollups.compute.background``) the rollup tables answer
+only the buckets whose hours the coverage record (``rollup_coverage``) says are rolled and
+unchanged since; the other buckets are read raw (:func:`covered_read`), whatever the usage but
+an explicit ``ROLLUP_NOFALLBACK`` (docs/rollups.md, "Coverage").
 """
 
 from __future__ import annotations
