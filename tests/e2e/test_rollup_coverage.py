@@ -26,7 +26,7 @@ from tests.rollup_fixtures import ROLLUP_SETTINGS
 
 HOURS = 10
 SETTINGS = {**ROLLUP_SETTINGS, "tsd.rollups.compute.background": "true",
-            "tsd.rollups.compute.interval_s": "1", "tsd.rollups.compute.lag_s": "0",
+            "tsd.rollups.compute.interval_s": "2", "tsd.rollups.compute.lag_s": "0",
             "tsd.rollups.compute.hours_per_pass": "1",
             "tsd.storage.compaction.background": "true",
             "tsd.storage.compaction.interval_s": "1"}
@@ -97,7 +97,8 @@ def test_two_servers_answer_as_raw_through_backfill_and_late_writes(
             _check(servers, first, end)  # before and during the backfill
             if HOURS in seen:
                 break
-        assert HOURS in seen and len(seen) >= 3, seen  # checked at several stages
+        # checked during the backfill (some hours rolled, not all) and after it
+        assert HOURS in seen and any(0 < hours < HOURS for hours in seen), seen
         _check(servers, first, end)  # after
         # a late point through one server, asked of the other at once
         put = requests.post(f"{servers[0].url}/api/put", timeout=30,
@@ -122,7 +123,7 @@ def test_two_servers_answer_as_raw_through_backfill_and_late_writes(
         named = {s["metric"]: s["value"] for s in stats if s["metric"].startswith("tsd.rollup")}
         assert named["tsd.rollup.backfill.hours_left"] == "0"
         assert int(named["tsd.rollup.lag_s"]) <= 3600
-        # kill -9 the server holding the lease: the other takes the pass over (lease 3 s)
+        # kill -9 the server holding the lease: the other takes the pass over (lease 6 s)
         # and rolls an hour written meanwhile, older than the data
         _, state = RollupLease(tsdb, 0).current()
         assert state is not None
