@@ -421,6 +421,22 @@ SETTINGS: dict[str, Setting] = {
     "tsd.rollups.compute.interval_s": Setting(
         300, int, "pytsd: seconds between background rollup passes."
     ),
+    "tsd.rollups.compute.hours_per_pass": Setting(
+        24, int,
+        "pytsd: hours one background rollup pass rolls at most (new, changed and past hours "
+        "together): the backfill's rate.",
+    ),
+    "tsd.rollups.compute.verify_s": Setting(
+        21600, int,
+        "pytsd: each background pass compares the raw stamps of the rolled hours this many "
+        "seconds before the horizon with those recorded when they were rolled, to find writes "
+        "pytsd did not make (a Java TSD); `0` turns it off.",
+    ),
+    "tsd.rollups.compute.backfill_max_s": Setting(
+        0, int,
+        "pytsd: the background pass rolls past hours back to the oldest raw hour, or at most "
+        "this many seconds before the horizon (`0`: no limit).",
+    ),
     "tsd.http.query.allow_delete": Setting(
         False, parse_bool,
         "OpenTSDB 2.4's name for `tsd.query.allow_delete` (`DELETE /api/query`); either "

@@ -27,6 +27,8 @@ from app.observe.health import STORE_HEALTH
 from app.observe.queries import query_log
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.rollup_backfill import progress as rollup_progress
+from app.tsdb.rollup_coverage import coverage_mode
 
 LATENCY_WINDOW = 4096
 # Endpoints whose success means the store answered (/api/version does not tell).
@@ -195,6 +197,8 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
     for report in tsdb.background_stats:  # pytsd: the fleet's background jobs
         points += report()
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
+    if coverage_mode(tsdb):  # the background rollup pass's progress, from storage
+        points += rollup_progress(tsdb, now_s)
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]
 
 

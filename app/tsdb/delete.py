@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from app.storage import codec
 from app.storage.base import Row
 from app.tsdb import TSDB
+from app.tsdb.rollup_coverage import mark_rows
 
 log = logging.getLogger(__name__)
 DATA_PREFIX = b"t:"
@@ -27,6 +28,7 @@ def delete_points(tsdb: TSDB, rows: Iterable[tuple[bytes, Row]], start_ms: int,
     table = tsdb.data_table()
     time_at = tsdb.layout.salt_width + tsdb.layout.metric_width
     deleted = 0
+    changed: list[bytes] = []
     for key, cells in rows:
         data = {column: value for column, value in cells.items()
                 if column.startswith(DATA_PREFIX)
@@ -53,5 +55,7 @@ def delete_points(tsdb: TSDB, rows: Iterable[tuple[bytes, Row]], start_ms: int,
         if dropped:
             table.delete(key, dropped)
         deleted += int(inside.sum())
+        changed.append(key)
+    mark_rows(tsdb, changed)  # after the cells: their hours' rollups no longer hold
     log.info("query delete: %d data points deleted in [%d, %d]", deleted, start_ms, end_ms)
     return deleted

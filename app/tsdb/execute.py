@@ -89,6 +89,8 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
         "emittedDPs": emitted,
         "storageTimeMs": round(read_ms, 3),
         "processingTimeMs": round((time.perf_counter() - started) * 1000, 3)}
+    if reader.stats.hours_not_rolled:  # pytsd: ROLLUP_NOFALLBACK read hours not (yet) rolled
+        outcome.stats[sub.index]["rollupHoursNotRolled"] = reader.stats.hours_not_rolled
     return results
 
 

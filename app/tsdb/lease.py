@@ -8,8 +8,9 @@ carries on where the last holder stopped instead of starting again. Memory is no
 the processes share nothing but the store.
 
 Each job chooses where its cell lives (a row no reader of OpenTSDB's data reaches) and what its
-progress means: ``done_until_s`` (everything before it is done) and an optional ``cursor``
-(a job's own position inside the span it is working on).
+progress means: ``done_until_s`` (everything before it is done), an optional ``cursor``
+(a job's own position inside the span it is working on) and named ``positions`` (more of a
+job's own marks, e.g. the rollup backfill's cursor and the oldest raw hour it found).
 """
 
 from __future__ import annotations
@@ -18,8 +19,8 @@ import json
 import os
 import socket
 import uuid
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 from app.storage.base import Table
 
@@ -30,9 +31,18 @@ class LeaseState:
     expires_s: float
     done_until_s: int | None
     cursor: str | None = None
+    positions: Mapping[str, int] = field(default_factory=dict)
+
+    def position(self, name: str) -> int | None:
+        return self.positions.get(name)
+
+    def with_positions(self, given: Mapping[str, int | None]) -> dict[str, int]:
+        """These positions with ``given`` laid over them (a None leaves one as it was)."""
+        return {**self.positions, **{k: v for k, v in given.items() if v is not None}}
 
     def encode(self) -> bytes:
-        fields: dict[str, object] = {"owner": self.owner, "expires_s": self.expires_s,
+        fields: dict[str, object] = {**self.positions, "owner": self.owner,
+                                     "expires_s": self.expires_s,
                                      "done_until_s": self.done_until_s}
         if self.cursor is not None:  # absent otherwise: the rollup lease's bytes stay as they were
             fields["cursor"] = self.cursor
@@ -43,11 +53,16 @@ class LeaseState:
         try:
             data = json.loads(raw)
             cursor = data.get("cursor")
+            positions = {k: int(v) for k, v in data.items()
+                         if k not in _OWN_FIELDS and v is not None}
             return cls(str(data["owner"]), float(data["expires_s"]),
                        None if data["done_until_s"] is None else int(data["done_until_s"]),
-                       None if cursor is None else str(cursor))
+                       None if cursor is None else str(cursor), positions)
         except (ValueError, KeyError, TypeError, AttributeError):
             return None  # a damaged cell: treated as expired, overwritten by check-and-put
+
+
+_OWN_FIELDS = frozenset({"owner", "expires_s", "done_until_s", "cursor"})
 
 
 def new_owner() -> str:
@@ -82,22 +97,26 @@ class Lease:
         raw, state = self.current()
         if state is not None and state.owner != self.owner and state.expires_s > now_s:
             return None
-        mine = LeaseState(self.owner, now_s + self.lease_s,
-                          None if state is None else state.done_until_s,
-                          None if state is None else state.cursor)
+        mine = (LeaseState(self.owner, now_s + self.lease_s, None) if state is None else
+                LeaseState(self.owner, now_s + self.lease_s, state.done_until_s, state.cursor,
+                           state.positions))
         return mine if self._swap(raw, mine) else None
 
-    def record(self, state: LeaseState, done_until_s: int) -> bool:
-        """Store progress; False when the lease was lost meanwhile (someone took it over:
-        the cells written are the same bytes either way, only the work was doubled)."""
-        return self._swap(self._held, LeaseState(self.owner, state.expires_s, done_until_s))
+    def record(self, state: LeaseState, done_until_s: int, **positions: int | None) -> bool:
+        """Store progress (named ``positions`` laid over the state's; None keeps one); False
+        when the lease was lost meanwhile (someone took it over: the cells written are the
+        same bytes either way, only the work was doubled)."""
+        return self._swap(self._held, LeaseState(self.owner, state.expires_s, done_until_s,
+                                                 state.cursor, state.with_positions(positions)))
 
     def advance(self, done_until_s: int | None, cursor: str | None,
                 now_s: float) -> LeaseState | None:
         """Store progress and renew the lease for ``lease_s`` from ``now_s``, in one write:
         a long pass checkpoints as it goes, so a holder killed mid-pass loses at most the
         work since its last checkpoint. None when the lease was lost meanwhile."""
-        state = LeaseState(self.owner, now_s + self.lease_s, done_until_s, cursor)
+        kept = LeaseState.decode(self._held) if self._held is not None else None
+        state = LeaseState(self.owner, now_s + self.lease_s, done_until_s, cursor,
+                           kept.positions if kept is not None else {})
         return state if self._swap(self._held, state) else None
 
     def _swap(self, expected: bytes | None, state: LeaseState) -> bool:

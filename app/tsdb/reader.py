@@ -111,6 +111,7 @@ class ReadStats:
     points: int = 0
     series: int = 0
     bytes: int = 0
+    hours_not_rolled: int = 0  # hours an explicit ROLLUP_NOFALLBACK read uncovered rollups of
 
 
 class SeriesReader:

@@ -22,9 +22,9 @@ from app.engine.model import Series
 from app.errors import BadRequestError, TsdbError
 from app.query.ast import SubQuery
 from app.storage import codec_rollup
-from app.storage.base import Table
 from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
+from app.tsdb import rollup_coverage as coverage
 from app.tsdb.background import run_every
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
 from app.tsdb.rollup_lease import RollupLease
@@ -36,6 +36,7 @@ log = logging.getLogger(__name__)
 COMPUTED = ("sum", "count", "min", "max")
 DERIVED = ("AVG", "DEV")
 DAY_S = 86400
+HOUR_S = 3600
 EXACT_DOUBLE_LIMIT = 2.0**53
 
 
@@ -172,6 +173,9 @@ class RollupStats:
     cells_written: int = 0
     spans: list[str] = field(default_factory=list)
     held_by_other: bool = False  # a background pass skipped: another process holds the lease
+    hours_rolled: int = 0  # whole hours recorded in the coverage record
+    hours_lost: int = 0  # of those, hours another roller raced (marked: rolled again)
+    note: str = ""  # what a background pass did, for the log
 
 
 def bucket_starts(ts_s: np.ndarray, interval: RollupInterval) -> np.ndarray:
@@ -243,16 +247,25 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
     1-day interval); with ``widen_start`` each interval starts at the interval holding
     ``start_s`` instead (the background pass: a day is rolled up once it is over, from its
     first hour). Running again over the same range rewrites the same cells.
-    """
-    from app.tsdb.reader import SeriesReader
 
+    Rolling every metric (``metrics`` None) records the whole hours rolled in the coverage
+    record (``rollup_coverage``): their marks are read first, then the raw rows' stamps,
+    then the values, so a write stored after the values were read changes a mark later.
+    """
     rollups = tsdb.rollup_config
     if rollups is None:
         raise RollupConfigError("Rollups are not enabled (tsd.rollups.enable)")
-    names = list(metrics) if metrics is not None else [name for name, _ in
-                                                       tsdb.metrics.grep(lambda _: True)]
+    hours: list[int] = []
+    if metrics is None:
+        hours = list(range(-(-start_s // HOUR_S) * HOUR_S, end_s - end_s % HOUR_S, HOUR_S))
+    # The marks before the metrics' names: a metric whose mark was read got its UID first.
+    before = coverage.read(tsdb, hours[0], hours[-1]) if hours else coverage.Coverage()
+    found = tsdb.metrics.grep(lambda _: True) if metrics is None else []
+    names = [name for name, _ in found] if metrics is None else list(metrics)
+    stamps = (coverage.raw_stamps(tsdb, [uid for _, uid in found], hours[0],
+                                  hours[-1] + HOUR_S) if hours else {})
+    rolled_before = {hour for hour, _ in before.covers}
     stats = RollupStats()
-    time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
     for interval in rollups.rollups():
         first = (start_s if not widen_start else start_s - start_s % interval.interval_s)
         first = -(-first // interval.interval_s) * interval.interval_s
@@ -260,28 +273,46 @@ def compute_rollups(tsdb: TSDB, start_s: int, end_s: int,
         if last <= first:
             continue
         stats.spans.append(f"{interval.interval}: {first}..{last}")
-        table = tsdb.table(interval.table)
-        # Whole intervals per pass, about a day of raw points (bounds memory).
-        chunk_s = max(1, DAY_S // interval.interval_s) * interval.interval_s
         for metric in names:
-            for chunk_start in range(first, last, chunk_s):
-                chunk_end = min(chunk_start + chunk_s, last)
-                reader = SeriesReader(tsdb)
-                reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
-                sub = SubQuery(aggregator="none", metric=metric)
-                for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
-                    keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms
-                                                                   < chunk_end * 1000)
-                    series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
-                    series.is_int = series.is_int[keep]
-                    rows = rollup_cells(series, interval, rollups.aggregation_ids,
-                                        time_start)
-                    table.put_many(sorted(rows.items()))
-                    drop_other_widths(table, rows)
-                    stats.series += 1
-                    stats.points_read += int(series.ts_ms.size)
-                    stats.cells_written += sum(len(cells) for cells in rows.values())
+            _roll_metric(tsdb, interval, metric, (first, last), stats, rolled_before)
+    if hours:
+        stats.hours_rolled = len(hours)
+        stats.hours_lost = coverage.record(tsdb, before, coverage.tracked(tsdb), hours, stamps)
     return stats
+
+
+def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, span_s: tuple[int, int],
+                 stats: RollupStats, rolled_before: set[int]) -> None:
+    """One metric's rollups of ``interval`` over ``[first, last)`` (``rolled_before``: the
+    hours pytsd rolled before, whose cells it may drop: see :func:`drop_stale`)."""
+    from app.tsdb.reader import SeriesReader
+
+    first, last = span_s
+    assert tsdb.rollup_config is not None
+    ids = tsdb.rollup_config.aggregation_ids
+    time_start = tsdb.layout.salt_width + tsdb.layout.metric_width
+    table = tsdb.table(interval.table)
+    # Whole intervals per pass, about a day of raw points (bounds memory).
+    chunk_s = max(1, DAY_S // interval.interval_s) * interval.interval_s
+    for chunk_start in range(first, last, chunk_s):
+        chunk_end = min(chunk_start + chunk_s, last)
+        reader = SeriesReader(tsdb)
+        reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
+        sub = SubQuery(aggregator="none", metric=metric)
+        written: dict[bytes, dict[bytes, bytes]] = {}
+        for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
+            keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms < chunk_end * 1000)
+            series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
+            series.is_int = series.is_int[keep]
+            rows = rollup_cells(series, interval, ids, time_start)
+            table.put_many(sorted(rows.items()))
+            for key, cells in rows.items():
+                written.setdefault(key, {}).update(cells)
+            stats.series += 1
+            stats.points_read += int(series.ts_ms.size)
+            stats.cells_written += sum(len(cells) for cells in rows.values())
+        drop_stale(tsdb, interval, tsdb.metrics.get_id(metric), (chunk_start, chunk_end),
+                   written, rolled_before)
 
 
 def _slot(qualifier: bytes) -> tuple[int, int] | None:
@@ -292,35 +323,61 @@ def _slot(qualifier: bytes) -> tuple[int, int] | None:
     return qualifier[0], int.from_bytes(qualifier[1:], "big") >> FLAG_BITS
 
 
-def drop_other_widths(table: Table, rows: Mapping[bytes, Mapping[bytes, bytes]]) -> None:
-    """Delete the cells a re-roll replaced under another qualifier.
+def drop_stale(tsdb: TSDB, interval: RollupInterval, metric_uid: bytes,
+               span_s: tuple[int, int], written: Mapping[bytes, Mapping[bytes, bytes]],
+               rolled_before: set[int]) -> int:
+    """Delete the cells of pytsd's aggregates in ``[start, end)`` a roll did not just write:
+    those in a place (aggregate and offset) it wrote under other flags, and, in the hours of
+    ``rolled_before`` (pytsd's own earlier roll, recorded in the coverage record), every other.
 
-    The flags (value width, integer or float) are part of a rollup qualifier, so when a
-    late point changes an aggregate's width (a 1-byte ``sum`` becomes 2 bytes, or a float),
-    the new cell lands beside the old one, and both would be read (OpenTSDB fails on the
-    duplicate unless ``tsd.storage.fix_duplicates``). Written first, deleted after: a reader
-    never finds the place empty."""
-    written = {key: {_slot(column[2:]) for column in cells} for key, cells in rows.items()}
-    for key, cells in table.rows(sorted(rows), columns=[b"t"]):
-        stale = [column for column in cells
-                 if column not in rows[key] and _slot(column[2:]) in written[key]]
-        if stale:
-            table.delete(key, columns=stale)
+    The flags (value width, integer or float) are part of a rollup qualifier, so a late point
+    that turns a 1-byte ``sum`` into 2 bytes lands beside the old cell, and both would be read
+    (OpenTSDB fails on the duplicate unless ``tsd.storage.fix_duplicates``). A re-roll must
+    also leave exactly what the raw rows hold now: an interval whose points were all deleted
+    since, a series gone from the hour. Cells in hours pytsd never rolled may be an external
+    job's (``/api/rollup``) and stay. Written first, deleted after: a reader never finds a
+    written place empty. Returns the cells deleted."""
+    assert tsdb.rollup_config is not None
+    ids = {tsdb.rollup_config.aggregation_ids.get(name) for name in COMPUTED} - {None}
+    table = tsdb.table(interval.table)
+    layout = tsdb.layout
+    at = layout.salt_width + layout.metric_width
+    start_s, end_s = span_s
+    first = codec_rollup.rollup_base_time(start_s, interval.units, interval.unit_multiplier)
+    last = codec_rollup.rollup_base_time(end_s - 1, interval.units, interval.unit_multiplier)
+    dropped = 0
+    for salt in layout.salt_prefixes():
+        row_start, row_stop = layout.metric_scan_range(salt, metric_uid, first, last)
+        for key, cells in table.scan(row_start=row_start, row_stop=row_stop, columns=[b"t"]):
+            base = int.from_bytes(key[at:at + 4], "big")
+            kept = written.get(key, {})
+            places = {_slot(column[2:]) for column in kept}
+            stale = []
+            for column in cells:
+                slot = _slot(column[2:])
+                if slot is None or slot[0] not in ids or column in kept:
+                    continue
+                at_s = base + slot[1] * interval.interval_s
+                if start_s <= at_s < end_s and (slot in places or at_s - at_s % HOUR_S
+                                                in rolled_before):
+                    stale.append(column)
+            if stale:
+                table.delete(key, columns=stale)
+                dropped += len(stale)
+    return dropped
 
 
 class RollupPass:
     """Rolls up hours as they close, like the compaction queue (pytsd; 2.4 needs a job).
 
-    Each pass rolls up ``[done_until, horizon)`` (the horizon the planner reads rollups
-    before, :func:`app.tsdb.planner.rollup_horizon_ms`) for every metric, and only in the
-    process holding the :class:`~app.tsdb.rollup_lease.RollupLease`: every worker of every
-    pytsd process on the store runs this, one of them does the work. ``done_until`` is kept
-    in the lease, so whoever holds it next carries on from there (at most
-    ``MAX_CATCH_UP_S`` back; older hours are for ``pytsd rollup``); the very first pass
-    starts at the hour before the horizon.
+    Each pass runs only in the process holding the :class:`~app.tsdb.rollup_lease.RollupLease`
+    (every worker of every pytsd process on the store runs this, one of them does the work)
+    and rolls, at most ``tsd.rollups.compute.hours_per_pass`` hours in all: the hours from
+    ``done_until`` to the horizon (the very first pass: the hour before it), then the hours
+    whose raw rows changed since they were rolled (``rollup_backfill``), then the past,
+    backwards from the first hour rolled to the oldest raw hour. Progress is kept in the
+    lease, so whoever holds it next carries on from there.
     """
-
-    MAX_CATCH_UP_S = DAY_S
 
     def __init__(self, tsdb: TSDB, lease: RollupLease | None = None) -> None:
         self.tsdb = tsdb
@@ -329,22 +386,42 @@ class RollupPass:
             tsdb, lease_s=3 * tsdb.config["tsd.rollups.compute.interval_s"])
 
     def run_once(self, now_s: float | None = None) -> RollupStats:
+        from app.tsdb import rollup_backfill as backfill
         from app.tsdb.planner import rollup_horizon_ms
 
         now = time.time() if now_s is None else now_s
-        lag_s = self.tsdb.config["tsd.rollups.compute.lag_s"]
-        horizon_s = rollup_horizon_ms(lag_s, now) // 1000
+        started = time.monotonic()
+        horizon_s = rollup_horizon_ms(self.tsdb.config["tsd.rollups.compute.lag_s"], now) // 1000
         state = self.lease.acquire(now)
         if state is None:
             return RollupStats(held_by_other=True)
-        done = state.done_until_s
-        start_s = horizon_s - 3600 if done is None else max(done,
-                                                            horizon_s - self.MAX_CATCH_UP_S)
-        if start_s >= horizon_s:
-            return RollupStats()
-        stats = compute_rollups(self.tsdb, start_s, horizon_s, widen_start=True)
-        self.lease.record(state, horizon_s)
+        plan = backfill.plan_pass(self.tsdb, state, now, horizon_s)
+        stats = RollupStats()
+        for start, end in backfill.runs(plan.hours()):
+            _add(stats, compute_rollups(self.tsdb, start, end, widen_start=True))
+            # A long pass renews its lease as it goes (after a third of it); one that lost
+            # it stops (the new holder starts from the progress recorded before).
+            elapsed_s = time.monotonic() - started
+            if elapsed_s > self.lease.lease_s / 3:
+                state = self.lease.acquire(now + elapsed_s)
+                if state is None:
+                    return stats
+                started, now = time.monotonic(), now + elapsed_s
+        self.lease.record(state, plan.done_s, backfill_s=plan.back_s, oldest_s=plan.oldest_s,
+                          oldest_at_s=plan.oldest_at_s, sweep_s=plan.sweep_s)
+        stats.note = (f"{len(plan.forward)} new hours, {len(plan.again)} changed hours again, "
+                      f"{len(plan.past)} past hours (backfill: {plan.hours_left} hours left), "
+                      f"lag {horizon_s - plan.done_s} s")
         return stats
+
+
+def _add(total: RollupStats, one: RollupStats) -> None:
+    total.series += one.series
+    total.points_read += one.points_read
+    total.cells_written += one.cells_written
+    total.spans += one.spans
+    total.hours_rolled += one.hours_rolled
+    total.hours_lost += one.hours_lost
 
 
 def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threading.Thread:
@@ -352,8 +429,11 @@ def run_rollups_in_background(rollup_pass: RollupPass, interval_s: int) -> threa
     ``interval_s`` seconds."""
     def roll() -> str | None:
         stats = rollup_pass.run_once()
-        if not stats.cells_written:
-            return None
-        return f"rolled up {stats.points_read} points into {stats.cells_written} cells"
+        if stats.cells_written:
+            return (f"rolled up {stats.points_read} points into {stats.cells_written} cells "
+                    f"({stats.note})")
+        if stats.hours_rolled:
+            return f"rollups: {stats.note}"
+        return None
 
     return run_every("rollups", interval_s, roll, wait_first=False)

@@ -33,6 +33,7 @@ from app.tsdb.points import (
     parse_value,
     parse_value_text,
 )
+from app.tsdb.rollup_coverage import mark_rows
 from app.tsdb.uid import validate_name
 from plugin.manager import plugin_points
 
@@ -239,6 +240,7 @@ class PointWriter:
             table.put_many(sorted(rows.items()))
             if self.tsdb.compaction_queue is not None:
                 self.tsdb.compaction_queue.add(rows)
+        mark_rows(self.tsdb, rows)  # after the cells: rollup_coverage's rule
         if self.tsdb.tsuid_tracker is not None:  # tsd.core.meta.*: app/meta/tracking.py
             self.tsdb.tsuid_tracker.track_rows(rows)
 

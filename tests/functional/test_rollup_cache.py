@@ -141,7 +141,9 @@ def test_packed_read_returns_only_the_wanted_cells(rollup_tsdb: TSDB) -> None:
     config = rollup_tsdb.rollup_config
     assert config is not None
     table = rollup_tsdb.table(config.by_interval("1m").table)
-    full = dict(table.scan(columns=[b"t"]))
+    # (the metric-0 rows of the lease and the coverage record hold no aggregate cells)
+    full = {key: cells for key, cells in table.scan(columns=[b"t"])
+            if b"pytsd.rollup" not in key}
     rows = list(table.scan_packed(b"", None, "t", [b"\x00", b"\x01"]))
     assert [row[0] for row in rows] == sorted(full)
     for key, cells, _newest, qualifiers, values in rows:
@@ -162,7 +164,8 @@ def test_old_layout_rows_are_read_but_not_kept(rollup_tsdb: TSDB, settled: None)
     config = rollup_tsdb.rollup_config
     assert config is not None
     table = rollup_tsdb.table(config.by_interval("1h").table)
-    key = next(k for k, _ in table.scan() if rollup_tsdb.layout.parse_row_key(k).tags)
+    key = next(k for k, _ in table.scan()
+               if b"pytsd.rollup" not in k and rollup_tsdb.layout.parse_row_key(k).tags)
     table.delete(key)
     _write_later(rollup_tsdb, config.by_interval("1h").table, {key: {
         b"t:sum:\x00\x00": b"\x0a", b"t:count:\x00\x00": b"\x04",
@@ -199,7 +202,8 @@ def test_a_row_deleted_from_a_kept_range_is_seen(rollup_tsdb: TSDB, settled: Non
     client = app_over(rollup_tsdb).test_client()
     before = _query(client, "sum:1m-sum:m{host=*}")
     assert _query(client, "sum:1m-sum:m{host=*}") == before
-    key = next(k for k, _ in table.scan() if rollup_tsdb.layout.parse_row_key(k).tags)
+    key = next(k for k, _ in table.scan()
+               if b"pytsd.rollup" not in k and rollup_tsdb.layout.parse_row_key(k).tags)
     table.delete(key)  # an hour of one host: 60 buckets fewer
     after = _query(client, "sum:1m-sum:m{host=*}")
     assert sum(map(len, (s["dps"] for s in after))) == sum(

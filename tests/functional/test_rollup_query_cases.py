@@ -12,12 +12,14 @@ read are kept and then answered from the cache: the same bytes again.
 from __future__ import annotations
 
 import json
+import re
 import time
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
 
+from app import create_app
 from app.tsdb import TSDB
 from app.tsdb.planner import rollup_horizon_ms
 from app.tsdb.rollups import compute_rollups
@@ -53,6 +55,32 @@ def test_query_case_with_rollups(case: dict[str, Any], tsd_config: dict[str, Any
     tsd_config.update(ROLLUP_SETTINGS)
     tsdb: TSDB = request.getfixturevalue("tsdb")
     client: FlaskClient = request.getfixturevalue("client")
+    _check(tsdb, client, case, request)
+
+
+def _downsampled(cases: list[Any]) -> list[Any]:
+    """The cases with a downsample (the planner reads rollups for no other query)."""
+    return [case for case in cases if re.search(r'"downsample"|:\d+[a-z]+-[a-z]', json.dumps(
+        {key: case.values[0].get(key) for key in ("query", "body")}))]
+
+
+@pytest.mark.parametrize("case", _downsampled(load_cases()))
+def test_query_case_with_rollups_by_coverage(case: dict[str, Any], tsd_config: dict[str, Any],
+                                             request: pytest.FixtureRequest) -> None:
+    """The same with pytsd computing the rollups (``tsd.rollups.compute.background``): rolled
+    hours read where the coverage record says they hold, the others raw (the app's own
+    background pass stays off: the rollups are computed here)."""
+    tsd_config.update(case.get("config", {}))
+    tsd_config.update({**ROLLUP_SETTINGS, "tsd.rollups.compute.background": True})
+    tsdb: TSDB = request.getfixturevalue("tsdb")
+    app = create_app({**tsdb.config, "tsd.rollups.compute.background": False})
+    app.extensions["tsdb"] = tsdb
+    app.config["TESTING"] = True
+    _check(tsdb, app.test_client(), case, request)
+
+
+def _check(tsdb: TSDB, client: FlaskClient, case: dict[str, Any],
+           request: pytest.FixtureRequest) -> None:
     now_s = int(time.time())
     load_points(tsdb, client, case, now_s)
     _roll_up(tsdb, case, now_s)

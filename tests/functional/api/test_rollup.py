@@ -15,7 +15,6 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.tsdb import TSDB
-from app.tsdb.rollup_lease import LEASE_TAIL
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over
@@ -227,13 +226,14 @@ def test_background_pass_rolls_up_hours_as_they_close(rollup_tsdb: TSDB) -> None
     _load_hours(rollup_tsdb, hours=3)
     lag_s = rollup_tsdb.config["tsd.rollups.compute.lag_s"]
     rollup_pass = RollupPass(rollup_tsdb)
-    # Just after the third hour closed: the pass starts with that hour.
+    # Just after the third hour closed: the pass starts with that hour, then backfills the
+    # two hours before it (the oldest raw hour is DAY).
     first = rollup_pass.run_once(now_s=DAY + 3 * 3600 + lag_s)
-    # two hosts, one hour of 360 points, read once for each of the 1m, 10m and 1h tables
-    assert first.points_read == 2 * 360 * 3
+    # two hosts, three hours of 360 points, read once for each of the 1m, 10m and 1h tables
+    assert first.points_read == 3 * 2 * 360 * 3
     stamps = {int.from_bytes(key[3:7], "big") for key, _, _ in
-              _cells(rollup_tsdb, "tsdb-rollup-1m") if not key.endswith(LEASE_TAIL)}
-    assert stamps == {DAY + 2 * 3600}  # hour rows; the earlier hours are for `pytsd rollup`
+              _cells(rollup_tsdb, "tsdb-rollup-1m") if b"pytsd.rollup" not in key}
+    assert stamps == {DAY, DAY + 3600, DAY + 2 * 3600}  # hour rows
     assert rollup_pass.run_once(now_s=DAY + 3 * 3600 + lag_s + 60).cells_written == 0
     client = app_over(rollup_tsdb).test_client()
     hour = {"start": DAY + 2 * 3600, "end": DAY + 3 * 3600 - 1}
