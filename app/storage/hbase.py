@@ -331,9 +331,10 @@ class HBaseTable:
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int:
-        """Thrift1 ``scannerOpenWithScan``: cells sorted by column (HBase's order)."""
+        """Thrift1 ``scannerOpenWithScan``: each row's cells as a map (``hbase_scan`` sorts
+        them into HBase's order)."""
         scan = TScan(startRow=start, stopRow=stop, columns=columns or None, caching=caching,
-                     filterString=filter_string, sortColumns=True)
+                     filterString=filter_string, sortColumns=False)
         return int(self._call("scan", lambda c: c.scannerOpenWithScan(
             self.full_name, scan, {}), retry=True))
 
@@ -473,8 +474,8 @@ def _prefix_filter(prefixes: Sequence[bytes]) -> bytes:
 
 def _packed_row(result: Any) -> tuple[bytes, int, int, bytes, bytes]:
     """A Thrift ``TRowResult`` as ``(row, cells, newest, qualifiers joined, values joined)``."""
-    cells = result.sortedColumns
-    family_end = cells[0].columnName.index(b":") + 1 if cells else 0
-    return (result.row, len(cells), max((col.cell.timestamp for col in cells), default=0),
-            b"".join([col.columnName[family_end:] for col in cells]),
-            b"".join([col.cell.value for col in cells]))
+    cells = sorted(result.columns.items())
+    family_end = cells[0][0].index(b":") + 1 if cells else 0
+    return (result.row, len(cells), max((cell.timestamp for _, cell in cells), default=0),
+            b"".join([column[family_end:] for column, _ in cells]),
+            b"".join([cell.value for _, cell in cells]))

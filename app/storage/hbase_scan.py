@@ -39,33 +39,39 @@ class ScannerCalls(Protocol):
 
 
 def row_cells(result: Any) -> tuple[bytes, Row]:
-    """A Thrift ``TRowResult`` as ``(row_key, {column: value})``."""
-    return result.row, {col.columnName: col.cell.value for col in result.sortedColumns}
+    """A Thrift ``TRowResult`` as ``(row_key, {column: value})``, in HBase's column order.
+
+    Scans ask for the ``columns`` map, not ``sortedColumns``: the map costs the client one
+    object per cell fewer (no ``TColumn``) and the gateway no sort; the gateway's map is in
+    signed byte order, so it is sorted here (HBase's order is unsigned, as Python's).
+    """
+    return result.row, {column: cell.value for column, cell in sorted(result.columns.items())}
 
 
 def row_stamp(result: Any) -> tuple[bytes, int, int]:
     """A Thrift ``TRowResult`` as ``(row_key, cells, newest write time in ms)``."""
-    cells = result.sortedColumns
-    return result.row, len(cells), max(col.cell.timestamp for col in cells)
+    cells = result.columns
+    return result.row, len(cells), max(cell.timestamp for cell in cells.values())
 
 
 def row_cells_stamped(result: Any) -> tuple[bytes, Row, int, int, int]:
     """A Thrift ``TRowResult`` as ``(row_key, {column: value}, cells, newest write time in ms,
     stored bytes)``: the stamp of exactly the cells returned (a row is read atomically)."""
-    cells = result.sortedColumns
+    cells = sorted(result.columns.items())
     key = result.row
-    return (key, {col.columnName: col.cell.value for col in cells}, len(cells),
-            max(col.cell.timestamp for col in cells),
-            sum(len(key) + len(col.columnName) + len(col.cell.value) for col in cells))
+    return (key, {column: cell.value for column, cell in cells}, len(cells),
+            max(cell.timestamp for _, cell in cells),
+            sum(len(key) + len(column) + len(cell.value) for column, cell in cells))
 
 
 def row_stamp_sized(result: Any) -> tuple[bytes, int, int, int]:
     """:func:`row_stamp` and the row's stored bytes, from a ``KeyOnlyFilter(true)`` scan
     (each value is its length as a 4-byte integer)."""
-    cells = result.sortedColumns
-    size = sum(len(result.row) + len(col.columnName) + int.from_bytes(col.cell.value, "big")
-               for col in cells)
-    return result.row, len(cells), max(col.cell.timestamp for col in cells), size
+    cells = result.columns
+    key_bytes = len(result.row)
+    size = sum(key_bytes + len(column) + int.from_bytes(cell.value, "big")
+               for column, cell in cells.items())
+    return result.row, len(cells), max(cell.timestamp for cell in cells.values()), size
 
 
 class Scanner:
@@ -105,7 +111,7 @@ class Scanner:
         return scanner_id, self.table.scanner_rows(scanner_id, count)
 
     def _resize(self, results: list[Any]) -> None:
-        cells = sum(len(result.sortedColumns) for result in results)
+        cells = sum(len(result.columns) for result in results)
         rows_in_budget = SCAN_CALL_CELLS * len(results) // max(cells, 1)
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
