@@ -6,13 +6,16 @@ holds a connection. When a connection breaks or the gateway forgot the scanner (
 expired), the scan is reopened just after the last row returned, so no row is lost or repeated.
 
 Rows per call adapt to the rows' size: a compacted hour row is one cell, a raw one up to 3600,
-and a call should move megabytes, not hundreds of them.
+and a call should move a few megabytes, not hundreds of them. While the caller works through
+one batch the next is already being fetched (the store's prefetch threads): reading
+uncompacted rows is mostly the gateway's time, which then overlaps the caller's.
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
 from app.errors import StorageError, StorageUnavailableError
@@ -22,7 +25,10 @@ from app.storage.base import Row
 log = logging.getLogger(__name__)
 
 FIRST_SCAN_CALL_ROWS = 100  # until the rows' size is known
-SCAN_CALL_CELLS = 200_000  # later calls: about this many cells (~8 MB)
+# Later calls: about this many cells (~2 MB, HBase's own max result size per RPC). Smaller
+# than 200,000 so a prefetched call overlaps the caller's work: 60,000 uncompacted cells read
+# in 30-45 % less time (bench_hbase_fresh.py).
+SCAN_CALL_CELLS = 50_000
 
 
 class ScannerCalls(Protocol):
@@ -80,8 +86,10 @@ class Scanner:
 
     def __init__(self, table: ScannerCalls, start: bytes, stop: bytes | None,
                  columns: list[bytes], max_rows: int, filter_string: bytes | None,
-                 shape: Callable[[Any], Any] = row_cells) -> None:
+                 shape: Callable[[Any], Any] = row_cells,
+                 prefetch: Executor | None = None) -> None:
         self.shape = shape
+        self.prefetch = prefetch
         self.table = table
         self.start = start
         self.stop = stop
@@ -116,27 +124,59 @@ class Scanner:
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
     def rows(self, limit: int | None = None) -> Iterator[Any]:
+        """The rows; with a ``prefetch`` executor the next batch is fetched while the caller
+        works through this one (the gateway's time overlaps the caller's: Thrift I/O
+        releases the GIL). One call is in flight at a time, so batches stay in order."""
+        if limit is not None and limit <= 0:
+            return
         scanner_id = self._open(self.start)
         reachable = True
-        resume = self.start
+        pending: Future[tuple[int, list[Any]]] | None = None
         try:
             remaining = limit
-            while remaining is None or remaining > 0:
-                count = self.per_call if remaining is None else min(self.per_call, remaining)
-                scanner_id, results = self._next(scanner_id, count, resume)
-                yield from map(self.shape, results)
-                if len(results) < count:
-                    return  # a short batch is the end of the range
-                resume = results[-1].row + b"\x00"  # the smallest key after the last
+            count = self.per_call if remaining is None else min(self.per_call, remaining)
+            current = pending = self._fetch(scanner_id, count, self.start)
+            while True:
+                scanner_id, results = current.result()
+                pending = None
                 if remaining is not None:
                     remaining -= len(results)
-                self._resize(results)
+                # A short batch is the end of the range.
+                more = len(results) == count and (remaining is None or remaining > 0)
+                if more:
+                    self._resize(results)
+                    count = self.per_call if remaining is None else min(self.per_call,
+                                                                         remaining)
+                    # The smallest key after the last row: where a reopened scan resumes.
+                    current = pending = self._fetch(scanner_id, count,
+                                                    results[-1].row + b"\x00")
+                yield from map(self.shape, results)
+                if not more:
+                    return
         except StorageUnavailableError:
             reachable = False  # closing would only wait for the same unreachable server
             raise
         finally:
+            if pending is not None:  # the caller stopped early: let the call in flight end
+                try:
+                    scanner_id, _ = pending.result()
+                except StorageUnavailableError:
+                    reachable = False
+                except StorageError:
+                    pass
             if reachable:
                 self._close(scanner_id)
+
+    def _fetch(self, scanner_id: int, count: int,
+               resume: bytes) -> Future[tuple[int, list[Any]]]:
+        if self.prefetch is None:
+            done: Future[tuple[int, list[Any]]] = Future()
+            try:
+                done.set_result(self._next(scanner_id, count, resume))
+            except StorageError as exc:
+                done.set_exception(exc)
+            return done
+        return self.prefetch.submit(self._next, scanner_id, count, resume)
 
 
 def _reopenable(cause: BaseException | None) -> bool:
