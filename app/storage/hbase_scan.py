@@ -135,7 +135,9 @@ class Scanner:
         try:
             remaining = limit
             count = self.per_call if remaining is None else min(self.per_call, remaining)
-            current = pending = self._fetch(scanner_id, count, self.start)
+            # The first batch is waited for anyway: fetched here, without a thread hop (most
+            # narrowed scans are one batch).
+            current = pending = self._fetch(scanner_id, count, self.start, inline=True)
             while True:
                 scanner_id, results = current.result()
                 pending = None
@@ -167,9 +169,9 @@ class Scanner:
             if reachable:
                 self._close(scanner_id)
 
-    def _fetch(self, scanner_id: int, count: int,
-               resume: bytes) -> Future[tuple[int, list[Any]]]:
-        if self.prefetch is None:
+    def _fetch(self, scanner_id: int, count: int, resume: bytes,
+               inline: bool = False) -> Future[tuple[int, list[Any]]]:
+        if inline or self.prefetch is None:
             done: Future[tuple[int, list[Any]]] = Future()
             try:
                 done.set_result(self._next(scanner_id, count, resume))
