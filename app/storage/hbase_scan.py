@@ -25,9 +25,10 @@ from app.storage.base import Row
 log = logging.getLogger(__name__)
 
 FIRST_SCAN_CALL_ROWS = 100  # until the rows' size is known
-# Later calls: about this many cells (~2 MB, HBase's own max result size per RPC). Smaller
-# than 200,000 so a prefetched call overlaps the caller's work: 60,000 uncompacted cells read
-# in 30-45 % less time (bench_hbase_fresh.py).
+# Later calls: about this many cells (~2 MB, HBase's own max result size per RPC), so a read
+# of a few hundred raw rows has several calls and the prefetched ones overlap the caller's
+# work. On the 2 shared cores of the development box (gateway, region server and pytsd on
+# the same cores) the wall time measured the same as with 200,000 (bench_hbase_fresh.py).
 SCAN_CALL_CELLS = 50_000
 
 
