@@ -65,9 +65,18 @@ def serve(bind: str | None, port: int | None, workers: int | None) -> None:
 
 
 @main.command("create-tables")
-def create_tables_command() -> None:
+@click.option("--compression", default=None,
+              help="GZ, SNAPPY, LZ4, ZSTD, LZO, BZIP2 or NONE (tsd.storage.hbase.compression).")
+@click.option("--bloom-filter", default=None,
+              help="ROW, ROWCOL or NONE (tsd.storage.hbase.bloom_filter).")
+@click.option("--ttl", "ttl_s", default=None,
+              help="Seconds the data table keeps cells, 0 forever (tsd.storage.hbase.data_ttl_s).")
+def create_tables_command(compression: str | None, bloom_filter: str | None,
+                          ttl_s: str | None) -> None:
     """Create OpenTSDB's tables (tsdb, tsdb-uid, tsdb-tree, tsdb-meta) if missing."""
-    tsdb = open_tsdb()
+    tsdb = open_tsdb(**{"tsd.storage.hbase.compression": compression,
+                        "tsd.storage.hbase.bloom_filter": bloom_filter,
+                        "tsd.storage.hbase.data_ttl_s": ttl_s})
     store = tsdb.store  # the embedded store makes its tables as it opens
     created = [*tsdb.created_tables, *create_tables(store, tsdb.config)]
     click.echo(f"created: {', '.join(created)}" if created else "all tables exist")

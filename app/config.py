@@ -60,6 +60,23 @@ SETTINGS: dict[str, Setting] = {
         10000, int, "pytsd: HBase Thrift socket timeout in milliseconds."
     ),
     "tsd.storage.hbase.pool_size": Setting(4, int, "pytsd: Thrift connections per process."),
+    "tsd.storage.hbase.compression": Setting(
+        "GZ", lambda text: _compression(text),
+        "pytsd: COMPRESSION of the column families `pytsd create-tables` makes "
+        "(`create_table.sh`'s `COMPRESSION`): `GZ` (works on every HBase, no native "
+        "libraries), `SNAPPY`, `LZ4`, `ZSTD`, `LZO`, `BZIP2`, `NONE`; HBase refuses a codec it "
+        "cannot load. Existing tables keep theirs.",
+    ),
+    "tsd.storage.hbase.bloom_filter": Setting(
+        "ROW", lambda text: _choice(text, ("ROW", "ROWCOL", "NONE")),
+        "pytsd: BLOOMFILTER of the column families `pytsd create-tables` makes "
+        "(`create_table.sh`'s `BLOOMFILTER`).",
+    ),
+    "tsd.storage.hbase.data_ttl_s": Setting(
+        0, int,
+        "pytsd: TTL in seconds of the data table's family that `pytsd create-tables` makes "
+        "(`create_table.sh`'s `TSDB_TTL`); HBase drops older cells at compaction. 0: forever.",
+    ),
     "tsd.storage.sqlite.synchronous": Setting(
         "FULL", lambda text: _choice(text, ("FULL", "NORMAL")),
         "pytsd: embedded store durability. `FULL` syncs every write to disk before it is "
@@ -538,6 +555,13 @@ def _choice(text: str, allowed: tuple[str, ...]) -> str:
     value = text.strip().upper()
     if value not in allowed:
         raise ValueError(f"expected one of {', '.join(allowed)}")
+    return value
+
+
+def _compression(text: str) -> str:
+    # create_table.sh accepts GZIP; HBase's algorithm is named GZ.
+    value = _choice(text.replace("GZIP", "GZ").replace("gzip", "GZ"),
+                    ("GZ", "SNAPPY", "LZ4", "ZSTD", "LZO", "BZIP2", "NONE"))
     return value
 
 

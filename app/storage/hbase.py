@@ -47,7 +47,13 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
-from app.storage.hbase_scan import Scanner, row_cells_stamped, row_stamp, row_stamp_sized
+from app.storage.hbase_scan import (
+    Scanner,
+    row_cells,
+    row_cells_stamped,
+    row_stamp,
+    row_stamp_sized,
+)
 
 log = logging.getLogger(__name__)
 
@@ -104,6 +110,8 @@ class HBaseStore:
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._executor_pid = 0
+        self._prefetch: ThreadPoolExecutor | None = None
+        self._prefetch_pid = 0
         self._pid = 0
         self._known_tables: set[str] = set()
 
@@ -181,6 +189,16 @@ class HBaseStore:
                 self._executor_pid = os.getpid()
             return self._executor
 
+    def prefetcher(self) -> ThreadPoolExecutor:
+        """Threads that fetch a scan's next batch while its reader works through the last
+        (``hbase_scan.Scanner``); apart from :meth:`executor`, whose scans wait on them."""
+        with self._lock:
+            if self._prefetch is None or self._prefetch_pid != os.getpid():
+                self._prefetch = ThreadPoolExecutor(self.pool_size,
+                                                    thread_name_prefix="pytsd-hbase-fetch")
+                self._prefetch_pid = os.getpid()
+            return self._prefetch
+
     # ------------------------------------------------------------ tables
 
     def full_name(self, name: str) -> bytes:
@@ -247,10 +265,12 @@ class HBaseStore:
         with self._lock:
             if self._executor is not None and self._executor_pid == os.getpid():
                 self._executor.shutdown(wait=True)
+            if self._prefetch is not None and self._prefetch_pid == os.getpid():
+                self._prefetch.shutdown(wait=True)
             # Never in a forked child: closing shuts the socket down for the parent too.
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.close()
-            self._pool, self._executor = None, None
+            self._pool, self._executor, self._prefetch = None, None, None
 
 
 class HBaseTable:
@@ -267,6 +287,12 @@ class HBaseTable:
 
     def _call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
         return self.store.call(f"{op} {self.name}", fn, retry)
+
+    def _scanner(self, start: bytes, stop: bytes | None, columns: list[bytes], max_rows: int,
+                 filter_string: bytes | None, shape: Callable[[Any], Any] = row_cells
+                 ) -> Scanner:
+        return Scanner(self, start, stop, columns, max_rows, filter_string, shape,
+                       self.store.prefetcher())
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         found = self._call("get row of", lambda c: c.getRowWithColumns(
@@ -299,7 +325,7 @@ class HBaseTable:
         if row_prefix is not None:
             row_start, row_stop = row_prefix, prefix_stop(row_prefix)
         max_rows = max(1, min(batch_size, MAX_ROWS_PER_SCAN_CALL))
-        scanner = Scanner(self, row_start or b"", row_stop, list(columns or ()), max_rows,
+        scanner = self._scanner(row_start or b"", row_stop, list(columns or ()), max_rows,
                            b"KeyOnlyFilter()" if keys_only else None)
         return scanner.rows(limit)
 
@@ -307,7 +333,7 @@ class HBaseTable:
                     family: str) -> Iterator[tuple[bytes, int, int]]:
         """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
         values left on the region servers (KeyOnlyFilter keeps the cell timestamps)."""
-        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+        scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           b"KeyOnlyFilter()", shape=row_stamp)
         rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
         return rows
@@ -315,7 +341,7 @@ class HBaseTable:
     def scan_stamped(self, row_start: bytes, row_stop: bytes | None,
                      family: str) -> Iterator[tuple[bytes, Row, int, int, int]]:
         """Rows of ``family`` with the stamp and stored bytes of the very cells returned."""
-        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+        scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           None, shape=row_cells_stamped)
         rows: Iterator[tuple[bytes, Row, int, int, int]] = scanner.rows()
         return rows
@@ -324,16 +350,17 @@ class HBaseTable:
                           family: str) -> Iterator[tuple[bytes, int, int, int]]:
         """:meth:`scan_stamps` and each row's stored bytes; ``KeyOnlyFilter(true)`` sends
         each value's length instead of the value."""
-        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+        scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           b"KeyOnlyFilter(true)", shape=row_stamp_sized)
         rows: Iterator[tuple[bytes, int, int, int]] = scanner.rows()
         return rows
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int:
-        """Thrift1 ``scannerOpenWithScan``: cells sorted by column (HBase's order)."""
+        """Thrift1 ``scannerOpenWithScan``: each row's cells as a map (``hbase_scan`` sorts
+        them into HBase's order)."""
         scan = TScan(startRow=start, stopRow=stop, columns=columns or None, caching=caching,
-                     filterString=filter_string, sortColumns=True)
+                     filterString=filter_string, sortColumns=False)
         return int(self._call("scan", lambda c: c.scannerOpenWithScan(
             self.full_name, scan, {}), retry=True))
 
@@ -420,7 +447,7 @@ class HBaseTable:
         descriptors = self._call("describe", lambda c: c.getColumnDescriptors(self.full_name),
                                  retry=True)
         families = [name.rstrip(b":") for name in descriptors]
-        keys = [key for key, _ in Scanner(self, b"", None, [], MAX_ROWS_PER_SCAN_CALL,
+        keys = [key for key, _ in self._scanner(b"", None, [], MAX_ROWS_PER_SCAN_CALL,
                                            b"FirstKeyOnlyFilter() AND KeyOnlyFilter()").rows()]
         for start in range(0, len(keys), MAX_ROWS_PER_SCAN_CALL):
             self._mutate([BatchMutation(row=key, mutations=[
@@ -434,7 +461,7 @@ class HBaseTable:
         each row of the range, over its cells of ``family`` whose qualifier starts with one of
         ``qualifier_prefixes`` (a ``MultipleColumnPrefixFilter``: the other cells stay on the
         region servers); as the embedded store's method of the same name."""
-        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+        scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           _prefix_filter(qualifier_prefixes), shape=_packed_row)
         rows: Iterator[tuple[bytes, int, int, bytes, bytes]] = scanner.rows()
         return rows
@@ -443,7 +470,7 @@ class HBaseTable:
                            qualifier_prefixes: Sequence[bytes]
                            ) -> Iterator[tuple[bytes, int, int]]:
         """:meth:`scan_stamps` over the cells :meth:`scan_packed` reads."""
-        scanner = Scanner(self, row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
+        scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           b"KeyOnlyFilter() AND " + _prefix_filter(qualifier_prefixes),
                           shape=row_stamp)
         rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
@@ -473,8 +500,8 @@ def _prefix_filter(prefixes: Sequence[bytes]) -> bytes:
 
 def _packed_row(result: Any) -> tuple[bytes, int, int, bytes, bytes]:
     """A Thrift ``TRowResult`` as ``(row, cells, newest, qualifiers joined, values joined)``."""
-    cells = result.sortedColumns
-    family_end = cells[0].columnName.index(b":") + 1 if cells else 0
-    return (result.row, len(cells), max((col.cell.timestamp for col in cells), default=0),
-            b"".join([col.columnName[family_end:] for col in cells]),
-            b"".join([col.cell.value for col in cells]))
+    cells = sorted(result.columns.items())
+    family_end = cells[0][0].index(b":") + 1 if cells else 0
+    return (result.row, len(cells), max((cell.timestamp for _, cell in cells), default=0),
+            b"".join([column[family_end:] for column, _ in cells]),
+            b"".join([cell.value for _, cell in cells]))

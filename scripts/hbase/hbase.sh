@@ -5,9 +5,12 @@
 # Jars come from Maven Central via scripts/hbase/pom.xml and are cached in .hbase/lib.
 #
 # Usage: scripts/hbase/hbase.sh start|stop|status|clean|fetch|run
+#        scripts/hbase/hbase.sh gateway start|stop PORT
 #   fetch  only download the jars (the Docker image's build step)
 #   run    start, then stay in the foreground streaming the logs until SIGTERM/SIGINT or
 #          until either JVM exits (the Docker image's command)
+#   gateway  one more Thrift1 gateway on PORT beside the running cluster (one per pytsd
+#          node: every read's cells pass through a gateway, docs/hbase.md#the-thrift-gateway)
 # Environment (all optional):
 #   HBASE_THRIFT_PORT  Thrift1 port on 127.0.0.1            (default 9090)
 #   HBASE_THRIFT_BIND  address Thrift listens on            (default 127.0.0.1; 0.0.0.0 in Docker)
@@ -15,6 +18,8 @@
 #   HBASE_DIR          cache + run dir                       (default <repo>/.hbase)
 #   HBASE_START_TIMEOUT seconds to wait for a round trip     (default 180)
 #   HBASE_MASTER_HEAP / HBASE_THRIFT_HEAP  -Xmx values       (default 1g / 512m)
+#   HBASE_THRIFT_OPTS  extra ThriftServer flags, e.g. "-w 64" (default none: the thread-pool
+#                      server, buffered transport, binary protocol; see docs/hbase.md)
 #   HBASE_FRESH=1      wipe stored tables before start
 #   PYTHON             interpreter with happybase            (default python3)
 set -euo pipefail
@@ -36,6 +41,7 @@ MASTER_HEAP=${HBASE_MASTER_HEAP:-1g}
 THRIFT_HEAP=${HBASE_THRIFT_HEAP:-512m}
 PYTHON=${PYTHON:-python3}
 JAVA=${JAVA:-java}
+read -r -a THRIFT_OPTS <<<"${HBASE_THRIFT_OPTS:-}"
 
 die() { echo "hbase: $*" >&2; exit 1; }
 now_s() { date +%s.%N; }
@@ -238,7 +244,7 @@ cmd_start() {
     local started; started=$(now_s)
     launch master "$MASTER_HEAP" org.apache.hadoop.hbase.master.HMaster start
     launch thrift "$THRIFT_HEAP" org.apache.hadoop.hbase.thrift.ThriftServer \
-        -b "$THRIFT_BIND" -p "$THRIFT_PORT" start
+        -b "$THRIFT_BIND" -p "$THRIFT_PORT" "${THRIFT_OPTS[@]}" start
     echo "hbase: started master (pid $(role_pid master)) and thrift (pid $(role_pid thrift));" \
          "waiting up to ${START_TIMEOUT_S}s for a round trip ..."
     if ! wait_ready "$started" "$START_TIMEOUT_S"; then
@@ -288,6 +294,33 @@ cmd_run() {
     cmd_stop >&2; exit 1
 }
 
+# One more gateway beside the running cluster, its own role (pid file, marker, log).
+cmd_gateway() {
+    local action=${1:-} port=${2:-} role
+    [[ $port =~ ^[0-9]+$ ]] || die "usage: $0 gateway start|stop PORT"
+    role=thrift-$port
+    case $action in
+        start)
+            # The cluster's hbase-site.xml (written by start) tells the gateway where ZooKeeper is.
+            [[ -f $CONF/hbase-site.xml ]] || die "no $CONF/hbase-site.xml: start the cluster first"
+            mkdir -p "$LOGS"
+            if role_pid "$role" >/dev/null; then echo "hbase: gateway on $port already up"; return 0; fi
+            port_busy "$port" && die "port $port on $BIND_HOST is already in use"
+            local started; started=$(now_s)
+            launch "$role" "$THRIFT_HEAP" org.apache.hadoop.hbase.thrift.ThriftServer \
+                -b "$THRIFT_BIND" -p "$port" "${THRIFT_OPTS[@]}" start
+            until "$PYTHON" "$HERE/smoke.py" "$BIND_HOST" "$port" --deadline 1 >/dev/null 2>&1; do
+                role_pid "$role" >/dev/null || { tail -n 40 "$LOGS/$role.out" >&2; die "gateway exited"; }
+                awk -v s="$(elapsed_since "$started")" -v d="$START_TIMEOUT_S" 'BEGIN { exit !(s >= d) }' \
+                    && { stop_role "$role" >&2; die "no round trip on port $port"; }
+                sleep 1
+            done
+            echo "hbase: gateway up on $BIND_HOST:$port in $(elapsed_since "$started")s" ;;
+        stop) stop_role "$role" ;;
+        *) die "usage: $0 gateway start|stop PORT" ;;
+    esac
+}
+
 case ${1:-} in
     start) cmd_start ;;
     fetch) fetch_jars ;;
@@ -295,5 +328,6 @@ case ${1:-} in
     stop) cmd_stop ;;
     status) cmd_status ;;
     clean) cmd_clean ;;
-    *) echo "usage: $0 start|stop|status|clean|fetch|run" >&2; exit 2 ;;
+    gateway) cmd_gateway "${2:-}" "${3:-}" ;;
+    *) echo "usage: $0 start|stop|status|clean|fetch|run|gateway" >&2; exit 2 ;;
 esac

@@ -96,7 +96,8 @@ def test_create_tables_makes_opentsdbs_tables_and_families(raw: happybase.Connec
         assert first.output == "created: tsdb-uid, tsdb, tsdb-tree, tsdb-meta\n"
         assert again.output == "all tables exist\n"
         # create_table.sh: tsdb-uid {id, name}, tsdb {t, VERSIONS 1}, tsdb-tree {t, VERSIONS 1},
-        # tsdb-meta {name}; BLOOMFILTER ROW; COMPRESSION NONE here; HBase's other defaults.
+        # tsdb-meta {name}; BLOOMFILTER ROW; COMPRESSION GZ by default here (the codec every
+        # HBase loads); no TTL; HBase's other defaults.
         expected = {"tsdb-uid": [b"id", b"name"], "tsdb": [b"t"], "tsdb-tree": [b"t"],
                     "tsdb-meta": [b"name"]}
         for name, families in expected.items():
@@ -104,8 +105,47 @@ def test_create_tables_makes_opentsdbs_tables_and_families(raw: happybase.Connec
             assert sorted(described) == families, name
             for options in described.values():
                 assert (options["max_versions"], options["bloom_filter_type"],
-                        options["compression"], options["block_cache_enabled"]) == (
-                    1, b"ROW", b"NONE", True)
+                        options["compression"], options["block_cache_enabled"],
+                        options["time_to_live"]) == (1, b"ROW", b"GZ", True, 2**31 - 1)
+    finally:
+        host, _, port = str(hbase_address()).rpartition(":")
+        HBaseStore(host, int(port), prefix).drop_tables()
+
+
+def test_create_tables_takes_create_table_shs_options(raw: happybase.Connection) -> None:
+    prefix = f"c{uuid.uuid4().hex[:10]}_"
+    env = {"TSD_STORAGE": f"hbase://{hbase_address()}", "TSD_CONFIG": "",
+           "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix, "TSD_STORAGE_HBASE_BLOOM_FILTER": "ROWCOL"}
+    try:
+        # Flags over settings; GZIP is create_table.sh's spelling of HBase's GZ.
+        result = CliRunner().invoke(main, ["create-tables", "--compression", "gzip",
+                                           "--ttl", "86400"], env=env, catch_exceptions=False)
+        assert result.output == "created: tsdb-uid, tsdb, tsdb-tree, tsdb-meta\n"
+        data = raw.table(prefix + "tsdb").families()[b"t"]
+        assert (data["compression"], data["bloom_filter_type"], data["time_to_live"]) == (
+            b"GZ", b"ROWCOL", 86400)
+        # The TTL is the data table's only (TSDB_TTL); the UID table keeps every mapping.
+        uid = raw.table(prefix + "tsdb-uid").families()[b"id"]
+        assert (uid["compression"], uid["bloom_filter_type"], uid["time_to_live"]) == (
+            b"GZ", b"ROWCOL", 2**31 - 1)
+    finally:
+        host, _, port = str(hbase_address()).rpartition(":")
+        HBaseStore(host, int(port), prefix).drop_tables()
+
+
+def test_create_tables_reports_a_codec_hbase_cannot_load() -> None:
+    prefix = f"c{uuid.uuid4().hex[:10]}_"
+    env = {"TSD_STORAGE": f"hbase://{hbase_address()}", "TSD_CONFIG": "",
+           "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix}
+    try:
+        # The project's HBase has no LZO codec (hadoop-gpl-compression): one line, no trace.
+        result = CliRunner().invoke(main, ["create-tables", "--compression", "LZO"], env=env)
+        assert result.exit_code == 1
+        assert result.output.startswith(f"Error: HBase failed to create table {prefix}tsdb-uid")
+        assert "lzo" in result.output.lower() and "Traceback" not in result.output
+        unknown = CliRunner().invoke(main, ["create-tables", "--compression", "ZIP"], env=env)
+        assert unknown.exit_code == 1
+        assert "Invalid value for tsd.storage.hbase.compression: 'ZIP'" in unknown.output
     finally:
         host, _, port = str(hbase_address()).rpartition(":")
         HBaseStore(host, int(port), prefix).drop_tables()

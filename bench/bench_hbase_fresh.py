@@ -1,0 +1,96 @@
+"""The current hour on HBase, before compaction: 200 series x 50 minutes at 10 s written one
+cell per point (as the line protocol and `/api/put` write them), read by the query shapes of
+issue 27 with the hour cache off. Prints wall and client CPU per query (the rest of the wall
+time is the Thrift gateway and the region server) and, with ``--profile``, the top costs of
+one run of each query under cProfile.
+
+Needs a running HBase (``make hbase-up``); ``--hbase`` or ``TSD_TEST_HBASE`` (default
+127.0.0.1:9090). The tables live under a fresh prefix and are dropped at the end.
+
+    python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N] [query ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import hashlib
+import os
+import pstats
+import sys
+import time
+import uuid
+
+import numpy as np
+
+from app import create_app
+from app.config import load_config
+from app.storage.hbase import HBaseStore
+from app.tsdb import TSDB
+from app.tsdb.points import PointBatch
+from app.tsdb.schema import create_tables
+from app.tsdb.writer import PointWriter
+
+SERIES = 200
+STEPS = 300  # 50 minutes at 10 s
+QUERIES = {
+    "sum": "sum:1m-avg:fresh.cpu",
+    "dc": "sum:1m-avg:fresh.cpu{dc=*}",
+    "regexp": "sum:fresh.cpu{host=regexp(web00[01].)}",  # 20 of 200 series
+    "one": "none:fresh.cpu{host=web0007}",
+    "count": "sum:1h-count:fresh.cpu",
+}
+
+
+def load(config: dict[str, object], hour_s: int) -> int:
+    tsdb = TSDB(load_config(config, {}))
+    create_tables(tsdb.store, tsdb.config)
+    rng = np.random.default_rng(1)
+    batch = PointBatch()
+    for step in range(STEPS):  # in time order, across series, as collectors send them
+        for series in range(SERIES):
+            batch.add(series, "fresh.cpu", (("host", f"web{series:04d}"),
+                                             ("dc", f"dc{series % 4}")),
+                      hour_s + step * 10, float(round(rng.uniform(0, 100), 2)))
+    return PointWriter(tsdb, plugins=False).write_batch(batch)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
+    parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("queries", nargs="*", default=list(QUERIES))
+    args = parser.parse_args()
+    prefix = f"fresh{uuid.uuid4().hex[:8]}_"
+    hour_s = int(time.time()) // 3600 * 3600 - 3600
+    config = {"tsd.storage": f"hbase://{args.hbase}", "tsd.storage.hbase.table_prefix": prefix,
+              "tsd.storage.hbase.timeout_ms": 60_000, "tsd.core.auto_create_metrics": True,
+              "tsd.query.cache.max_bytes": 0, "tsd.query.split.enable": False}
+    host, _, port = args.hbase.rpartition(":")
+    try:
+        print(f"stored {load(config, hour_s):,} points, one cell each")
+        client = create_app(config).test_client()
+        for name in args.queries:
+            url = f"/api/query?start={hour_s}&end={hour_s + 3599}&m={QUERIES[name]}"
+            assert client.get(url).status_code == 200  # UID caches warm
+            walls, cpus = [], []
+            for _ in range(args.runs):
+                started, cpu = time.perf_counter(), time.process_time()
+                response = client.get(url)
+                walls.append((time.perf_counter() - started) * 1000)
+                cpus.append((time.process_time() - cpu) * 1000)
+            digest = hashlib.md5(response.data).hexdigest()[:10]
+            print(f"{name:<7} wall median {sorted(walls)[len(walls) // 2]:6.0f} ms, client CPU "
+                  f"median {sorted(cpus)[len(cpus) // 2]:5.0f} ms  (answer md5 {digest})")
+            if args.profile:
+                profile = cProfile.Profile()
+                profile.runcall(client.get, url)
+                pstats.Stats(profile).sort_stats("tottime").print_stats(12)
+    finally:
+        HBaseStore(host, int(port), prefix).drop_tables()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
