@@ -11,6 +11,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections import Counter, deque
 from typing import Any
 
@@ -19,10 +20,16 @@ from flask import Response, g, request
 from flask.blueprints import BlueprintSetupState
 
 from app.api import bp
+from app.storage.base import SPACE_USED, StoreSpace, able
 from app.tsdb import TSDB
 
 LATENCY_WINDOW = 4096
 LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
+SPACE_EVERY_S = 300
+_SPACE_LOCK = threading.Lock()
+# Per TSDB (weakly: a test's TSDB goes away with it): when last counted, and what.
+_SPACE_CACHE: weakref.WeakKeyDictionary[TSDB, tuple[int, StoreSpace]] = (
+    weakref.WeakKeyDictionary())
 
 
 class Counters:
@@ -101,6 +108,25 @@ def _point(metric: str, value: float | int, tags: dict[str, str], now_s: int,
     return {"metric": metric, "timestamp": now_s, "value": text, "tags": {**tags, "host": host}}
 
 
+def _space_points(tsdb: TSDB, now_s: int) -> list[tuple[str, float | int, dict[str, str]]]:
+    """The embedded store's disk use (nothing on HBase). Counting the points reads the whole
+    data table's keys, so a process does it at most every ``SPACE_EVERY_S`` seconds."""
+    space_used = able(tsdb.data_table(), SPACE_USED)
+    if space_used is None:
+        return []
+    with _SPACE_LOCK:
+        cached = _SPACE_CACHE.get(tsdb)
+        if cached is None or cached[0] + SPACE_EVERY_S <= now_s:
+            cached = _SPACE_CACHE[tsdb] = (now_s, space_used.space_used())
+    used = cached[1]
+    tags = {"type": "embedded"}
+    return [("tsd.storage.file_bytes", used.file_bytes, tags),
+            ("tsd.storage.used_bytes", used.used_bytes, tags),
+            ("tsd.storage.points", used.points, tags),
+            ("tsd.storage.bytes_per_point", used.file_bytes_per_point, {"kind": "file"}),
+            ("tsd.storage.bytes_per_point", used.used_bytes_per_point, {"kind": "in_use"})]
+
+
 def collect(tsdb: TSDB) -> list[dict[str, Any]]:
     """OpenTSDB's ``/api/stats`` list: ``{"metric","timestamp","value","tags"}``, values as text."""
     now_s, host = int(time.time()), socket.gethostname()
@@ -126,5 +152,6 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.cache-size", uids.cache_size, tags),
                    ("tsd.uid.ids-used", used, tags),
                    ("tsd.uid.ids-available", (1 << 8 * uids.width) - 1 - used, tags)]
+    points += _space_points(tsdb, now_s)
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]

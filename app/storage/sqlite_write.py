@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
+from app.storage.sqlite_pack import pack
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,8 @@ _INSERT_ONE = f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, 
 _INSERT_MANY = (f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES "
                 + ", ".join(["(?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT))
 _MANY_PARAMS = 6 * ROWS_PER_INSERT
+_INSERT_PACKED = (f"INSERT OR REPLACE INTO cells ({COLUMNS}, z) VALUES (?, ?, ?, ?, ?, ?, ?)")
+PACKED_FAMILY = "t"  # data (and rollup) cells: compacted hours are what packing shrinks
 LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
 
@@ -301,6 +304,7 @@ class GroupCommit:
         try:
             with self._store.transaction() as db:
                 merge_staged(db)
+            self._store.release_free_pages()  # the merged log's pages, beyond a reserve
         except (sqlite3.Error, StorageError):
             log.exception("merging the staged cells of %s failed", self._store.path)
 
@@ -323,7 +327,19 @@ def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int) -> None:
         return
     if has_staged(db, pending.table):  # older staged cells first: these are newer
         merge_staged(db, pending.table)
-    insert_cells(db, records_of(pending.table, pending.puts, written_ms))
+    insert_packed(db, records_of(pending.table, pending.puts, written_ms))
+
+
+def insert_packed(db: sqlite3.Connection, records: list[Record]) -> None:
+    """Insert big cells (a direct write: compacted rows), their values of the data family
+    packed when that saves space (sqlite_pack.py), in order (the later write of a cell wins).
+    A statement per cell: direct writes are few cells of many bytes each."""
+    rows = []
+    for tbl, row, family, qualifier, value, ts in records:
+        packed = pack(value) if family == PACKED_FAMILY else None
+        rows.append((tbl, row, family, qualifier, value, ts, None) if packed is None
+                    else (tbl, row, family, qualifier, packed, ts, 1))
+    db.executemany(_INSERT_PACKED, rows)
 
 
 class _Pending:
