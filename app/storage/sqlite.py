@@ -26,7 +26,7 @@ from pathlib import Path
 
 from app.errors import StorageError
 from app.storage.base import Row, StoreSpace, prefix_stop
-from app.storage.sqlite_pack import unpack, unpacked_length
+from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
 from app.storage.sqlite_space import (
     add_packed_flag,
     count_points,
@@ -63,9 +63,11 @@ PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/
 # The WAL file is cut back to this size after a checkpoint empties it (it keeps its largest
 # size otherwise, however little is in it).
 WAL_LIMIT_BYTES = 64 * 1024 * 1024
-# A cell's value as stored may be packed (``z`` set, sqlite_pack.py): what every read selects.
-VALUE = "CASE WHEN z THEN tsd_unpack(value) ELSE value END"
-VALUE_LENGTH = "CASE WHEN z THEN tsd_unpacked_length(value) ELSE length(value) END"
+# A cell as stored may be packed (sqlite_pack.py): ``z & 1``, its value; ``z & 2``, its
+# qualifier kept as a short key. What every read selects instead of the bare columns:
+VALUE = "CASE WHEN z & 1 THEN tsd_unpack(value) ELSE value END"
+VALUE_LENGTH = "CASE WHEN z & 1 THEN tsd_unpacked_length(value) ELSE length(value) END"
+QUALIFIER = "CASE WHEN z & 2 THEN tsd_unpack_qualifier(qualifier) ELSE qualifier END"
 
 Column = tuple[str, bytes]
 
@@ -130,6 +132,7 @@ class SqliteStore:
         db.create_function("tsd_unpack", 1, unpack, deterministic=True)
         db.create_function("tsd_unpacked_length", 1, unpacked_length, deterministic=True)
         db.create_function("tsd_points", 1, count_points, deterministic=True)
+        db.create_function("tsd_unpack_qualifier", 1, unpack_qualifier, deterministic=True)
         return db
 
     def _write_connection(self) -> sqlite3.Connection:
@@ -267,14 +270,15 @@ class SqliteTable:
     def _row(self, row: bytes, columns: Sequence[bytes] | None) -> Row:
         where, params = _column_clause(columns)
         cursor = self._db().execute(
-            f"SELECT family, qualifier, {VALUE} FROM cells WHERE tbl = ? AND row = ?" + where,
+            f"SELECT family, {QUALIFIER}, {VALUE} FROM cells WHERE tbl = ? AND row = ?" + where,
             (self.name, row, *params))
         return {f.encode() + b":" + q: v for f, q, v in cursor}
 
     def row_write_times(self, row: bytes) -> dict[bytes, int]:
         self._settle()
         cursor = self._db().execute(
-            "SELECT family, qualifier, ts FROM cells WHERE tbl = ? AND row = ?", (self.name, row))
+            f"SELECT family, {QUALIFIER}, ts FROM cells WHERE tbl = ? AND row = ?",
+            (self.name, row))
         return {f.encode() + b":" + q: ts for f, q, ts in cursor}
 
     def rows(self, rows: Sequence[bytes],
@@ -291,7 +295,7 @@ class SqliteTable:
             row_start, row_stop = row_prefix, prefix_stop(row_prefix)
         self._settle()
         where, params = _column_clause(columns)
-        sql = ("SELECT row, family, qualifier, " + ("x''" if keys_only else VALUE)
+        sql = (f"SELECT row, family, {QUALIFIER}, " + ("x''" if keys_only else VALUE)
                + " FROM cells WHERE tbl = ? AND row >= ?" + where)
         args: list[object] = [self.name, row_start or b"", *params]
         if row_stop is not None:
@@ -431,7 +435,7 @@ class SqliteTable:
         ``family`` in the range: values and write times read by one statement, so one
         snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
         bytes: per cell its row key, column name and value (the query byte limit's weight)."""
-        cursor = self._range_query(f"SELECT row, qualifier, {VALUE}, ts", row_start, row_stop,
+        cursor = self._range_query(f"SELECT row, {QUALIFIER}, {VALUE}, ts", row_start, row_stop,
                                    family, " ORDER BY row, qualifier")
         prefix = family.encode() + b":"
         current: bytes | None = None
@@ -457,7 +461,7 @@ class SqliteTable:
         per cell, as the query byte limit weighs them), still without reading the values
         (their lengths are in the records)."""
         cursor = self._range_query(
-            "SELECT row, count(*), max(ts), sum(length(row) + ? + length(qualifier)"
+            f"SELECT row, count(*), max(ts), sum(length(row) + ? + length({QUALIFIER})"
             f" + {VALUE_LENGTH})", row_start, row_stop, family, " GROUP BY row ORDER BY row",
             head_args=[len(family) + 1])  # "family:" before each qualifier
         while batch := cursor.fetchmany():
@@ -478,7 +482,7 @@ class SqliteTable:
         cursor = self._db().execute(
             "SELECT row, count(*), (SELECT max(ts) FROM cells AS c WHERE c.tbl = cells.tbl"
             " AND c.row = cells.row AND c.family = cells.family),"
-            " CAST(group_concat(qualifier, x'') AS BLOB),"
+            f" CAST(group_concat({QUALIFIER}, x'') AS BLOB),"
             f" CAST(group_concat({VALUE}, x'') AS BLOB) FROM cells" + where
             + " GROUP BY row ORDER BY row", args)
         cursor.arraysize = 1000
@@ -538,6 +542,9 @@ def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:
         if qualifier is None:
             terms.append("family = ?")
             params.append(family)
+        elif (key := pack_qualifier(qualifier)) is not None:  # stored as either
+            terms.append("(family = ? AND qualifier IN (?, ?))")
+            params += [family, qualifier, key]
         else:
             terms.append("(family = ? AND qualifier = ?)")
             params += [family, qualifier]

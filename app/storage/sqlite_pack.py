@@ -70,3 +70,69 @@ def _planes(value: bytes, stride: int) -> bytes | None:
 
 def _with_header(method: int, stride: int, length: int, body: bytes) -> bytes:
     return bytes((method, stride)) + length.to_bytes(4, "little") + body
+
+
+# --- compacted qualifiers ----------------------------------------------------------------
+# A compacted column's qualifier (2 bytes a point) is part of the SQL primary key, so it is
+# stored twice (the table and its ``cells_stamp`` index). A column of second-precision points
+# at a steady interval is kept as a short key instead: its first two qualifiers as they are
+# (so it sorts where the column does against every cell that differs in them), then the
+# qualifiers' differences run-length coded (``zigzag(delta), run`` as varints), padded to an
+# odd length. The key is a pure function of the qualifier (an exact-column look-up computes
+# it), and odd: no OpenTSDB data qualifier is, and no annotation or append one is that long.
+KEY_MIN_BYTES = 16  # shorter compacted qualifiers (under 8 points) are left alone
+SECOND_WORD_MAX = 0xF000  # a 2-byte word at or above it starts a millisecond qualifier
+
+
+def pack_qualifier(qualifier: bytes) -> bytes | None:
+    """The short key of a compacted qualifier of second-precision points, or None when it
+    has none (too short, milliseconds, or no shorter)."""
+    if len(qualifier) < KEY_MIN_BYTES or len(qualifier) % 2:
+        return None
+    words = np.frombuffer(qualifier, ">u2").astype(np.int64)
+    if int(words.max()) >= SECOND_WORD_MAX:
+        return None
+    deltas = np.diff(words)
+    change = np.flatnonzero(np.diff(deltas)) + 1
+    starts = [0, *change.tolist()]
+    ends = [*change.tolist(), len(deltas)]
+    out = bytearray(qualifier[:4])
+    for start, end in zip(starts, ends):
+        delta = int(deltas[start])
+        out += _varint(delta * 2 if delta >= 0 else -delta * 2 - 1) + _varint(end - start)
+    if len(out) % 2 == 0:
+        out.append(0)  # a lone last byte is padding: a pair takes at least two
+    return bytes(out) if len(out) < len(qualifier) else None
+
+
+def unpack_qualifier(key: bytes) -> bytes:
+    """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
+    words = [int.from_bytes(key[:2], "big")]
+    at = 4
+    while len(key) - at >= 2:
+        zigzag, at = _read_varint(key, at)
+        run, at = _read_varint(key, at)
+        delta = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+        first = words[-1] + delta
+        words += range(first, first + delta * run, delta) if delta else [first] * run
+    return np.array(words, ">u2").tobytes()
+
+
+def _varint(number: int) -> bytes:
+    out = bytearray()
+    while number >= 0x80:
+        out.append(number & 0x7F | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
+def _read_varint(data: bytes, at: int) -> tuple[int, int]:
+    number = shift = 0
+    while True:
+        byte = data[at]
+        at += 1
+        number |= (byte & 0x7F) << shift
+        shift += 7
+        if byte < 0x80:
+            return number, at

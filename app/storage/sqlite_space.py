@@ -48,7 +48,8 @@ def count_points(qualifier: bytes) -> int:
 # One SQL pass over the data table: a single-point cell is 1 without a Python call; only
 # compacted qualifiers (a few per hour row) go through count_points. Odd lengths are
 # annotations and appended columns.
-_POINTS = ("SELECT coalesce(sum(CASE WHEN length(qualifier) = 2 THEN 1"
+_POINTS = ("SELECT coalesce(sum(CASE WHEN z & 2 THEN tsd_points(tsd_unpack_qualifier(qualifier))"
+           " WHEN length(qualifier) = 2 THEN 1"
            " WHEN length(qualifier) % 2 = 1 THEN 0"
            " WHEN length(qualifier) = 4 AND substr(qualifier, 1, 1) >= x'F0' THEN 1"
            " ELSE tsd_points(qualifier) END), 0)"

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
-from app.storage.sqlite_pack import pack
+from app.storage.sqlite_pack import KEY_MIN_BYTES, pack, pack_qualifier
 
 log = logging.getLogger(__name__)
 
@@ -82,6 +82,7 @@ _INSERT_MANY = (f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES "
                 + ", ".join(["(?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT))
 _MANY_PARAMS = 6 * ROWS_PER_INSERT
 _INSERT_PACKED = (f"INSERT OR REPLACE INTO cells ({COLUMNS}, z) VALUES (?, ?, ?, ?, ?, ?, ?)")
+_DELETE_CELL = "DELETE FROM cells WHERE tbl = ? AND row = ? AND family = ? AND qualifier = ?"
 PACKED_FAMILY = "t"  # data (and rollup) cells: compacted hours are what packing shrinks
 LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
@@ -168,7 +169,7 @@ def merge_staged(db: sqlite3.Connection, table: str | None = None) -> None:
         # Sorted by row for locality (each page of ``cells`` touched once); the sort is stable,
         # so of a cell staged twice the later arrival is inserted last and replaces the other.
         records.sort(key=itemgetter(1))
-        insert_cells(db, records)
+        insert_merged(db, records)
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
         db.execute(f"DELETE FROM staged_batches WHERE seq <= ?{where}", args)
         after = last
@@ -331,15 +332,33 @@ def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int) -> None:
 
 
 def insert_packed(db: sqlite3.Connection, records: list[Record]) -> None:
-    """Insert big cells (a direct write: compacted rows), their values of the data family
-    packed when that saves space (sqlite_pack.py), in order (the later write of a cell wins).
+    """Insert big cells (a direct write: compacted rows), those of the data family packed
+    where that saves space (sqlite_pack.py: the value deflated, the qualifier kept as its
+    short key), in order (the later write of a cell wins). A cell kept under its key
+    replaces one stored under its qualifier (an older pytsd's) and the other way round.
     A statement per cell: direct writes are few cells of many bytes each."""
-    rows = []
     for tbl, row, family, qualifier, value, ts in records:
-        packed = pack(value) if family == PACKED_FAMILY else None
-        rows.append((tbl, row, family, qualifier, value, ts, None) if packed is None
-                    else (tbl, row, family, qualifier, packed, ts, 1))
-    db.executemany(_INSERT_PACKED, rows)
+        if family != PACKED_FAMILY:
+            db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
+            continue
+        packed, key = pack(value), pack_qualifier(qualifier)
+        flags = (1 if packed is not None else 0) | (2 if key is not None else 0)
+        if key is not None:
+            db.execute(_DELETE_CELL, (tbl, row, family, qualifier))
+        db.execute(_INSERT_PACKED, (tbl, row, family, key or qualifier, packed or value, ts,
+                                    flags or None))
+
+
+def insert_merged(db: sqlite3.Connection, records: list[Record]) -> None:
+    """Insert merged staged cells: compacted columns long enough to have a short key go
+    through :func:`insert_packed` (one stored form per cell), the rest in bulk."""
+    long = [record for record in records if len(record[3]) >= KEY_MIN_BYTES]
+    if not long:
+        insert_cells(db, records)
+        return
+    keyed = {id(record) for record in long if pack_qualifier(record[3]) is not None}
+    insert_cells(db, [record for record in records if id(record) not in keyed])
+    insert_packed(db, [record for record in long if id(record) in keyed])
 
 
 class _Pending:

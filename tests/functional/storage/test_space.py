@@ -30,11 +30,18 @@ def compacted(points: int) -> tuple[bytes, bytes]:
 
 
 def stored(path: Path, qualifier: bytes) -> tuple[bytes, int | None]:
-    """The value and flag as the SQLite file holds them, read past the store."""
+    """The value and flags as the SQLite file holds them, read past the store."""
     with sqlite3.connect(path) as db:
         found = db.execute("SELECT value, z FROM cells WHERE qualifier = ?",
                            (qualifier,)).fetchone()
     return found[0], found[1]
+
+
+def stored_cells(path: Path) -> list[tuple[bytes, bytes, int | None]]:
+    """Every data cell's stored qualifier, value and flags, read past the store."""
+    with sqlite3.connect(path) as db:
+        return db.execute("SELECT qualifier, value, z FROM cells WHERE family = 't'"
+                          " ORDER BY row, qualifier").fetchall()
 
 
 @pytest.fixture
@@ -53,8 +60,9 @@ def test_a_compacted_cell_is_packed_at_rest_and_every_read_returns_its_exact_byt
         path: Path, table: SqliteTable) -> None:
     qualifier, value = compacted(360)
     table.put(ROW, {b"t:" + qualifier: value})
-    raw, flag = stored(path, qualifier)
-    assert flag == 1 and len(raw) < len(value) // 2  # 1,441 bytes by hand; packed far less
+    [(key, raw, flags)] = stored_cells(path)
+    assert flags == 3 and len(raw) < len(value) // 2  # 1,441 bytes by hand; packed far less
+    assert len(key) < 16 and key[:4] == qualifier[:4]  # 720 bytes by hand: a short key
     cell = {b"t:" + qualifier: value}
     assert table.row(ROW) == cell
     assert list(table.scan()) == [(ROW, cell)]
@@ -66,6 +74,25 @@ def test_a_compacted_cell_is_packed_at_rest_and_every_read_returns_its_exact_byt
     assert sized == size
     [(_, _, _, quals, values)] = table.scan_packed(b"", None, "t", [b""])
     assert (quals, values) == (qualifier, value)
+
+
+def test_a_keyed_column_is_found_deleted_and_recompacted_by_its_qualifier(
+        path: Path, table: SqliteTable) -> None:
+    qualifier, value = compacted(360)
+    column = b"t:" + qualifier
+    table.put(ROW, {column: value})
+    assert table.row(ROW, [column]) == {column: value}
+    assert table.rows([ROW], [column]) == [(ROW, {column: value})]
+    assert set(table.row_write_times(ROW)) == {column}
+    late = b"t:" + struct.pack(">H", 3595 << 4 | 0x0B)  # a late point at 3,595 s
+    table.put(ROW, {late: struct.pack(">f", 1.5)})
+    assert compact_row(table, ROW, table.row(ROW)) == 2  # the column and the late point
+    [(merged_column, merged)] = table.row(ROW).items()
+    assert merged_column == column + late[2:]
+    assert merged == value[:-1] + struct.pack(">f", 1.5) + b"\0"
+    assert len(stored_cells(path)) == 1  # the old column's key went with the old column
+    table.delete(ROW, [merged_column])
+    assert table.row(ROW) == {} and stored_cells(path) == []
 
 
 def test_small_cells_and_other_families_stay_as_they_are(path: Path,
@@ -146,7 +173,7 @@ def test_a_store_written_by_the_previous_layout_opens_reads_and_vacuums(
     assert table.row(ROW) == expected
     assert table.space_used().points == 361 and not table.space_used().auto_vacuum
     table.put(ROW, {b"t:" + qualifier: value})  # rewritten by the new layout: packed
-    assert stored(path, qualifier)[1] == 1
+    assert [flags for _, _, flags in stored_cells(path)] == [None, 3]  # one cell each
     table.store.close()
 
     env = {"TSD_STORAGE": f"sqlite:///{path}", "TSD_CONFIG": ""}
