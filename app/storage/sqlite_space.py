@@ -3,8 +3,8 @@
 **Given back.** A new file is made with ``auto_vacuum=INCREMENTAL``: pages freed by
 compaction (its deleted single-point cells) and by the staging log's merges go to SQLite's
 free list, and :func:`release_free_pages` hands all but a reserve of them back to the file
-system after merges and deletes, in a short transaction of its own (the truncation reaches
-the file at the next WAL checkpoint, which SQLite runs by itself). SQLite can turn
+system after merges and deletes, once twice the reserve is free, in a short transaction of
+its own followed by a WAL checkpoint that does not wait for readers. SQLite can turn
 auto-vacuum on for a file that has tables only by rewriting it (``VACUUM``): a store made by
 an older pytsd says so once in the log, and ``pytsd vacuum`` does it (docs/performance.md).
 
@@ -26,6 +26,7 @@ from app.storage.base import StoreSpace
 log = logging.getLogger(__name__)
 
 AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum's answer
+BUSY_TIMEOUT_MS = 30_000  # the store's connections' (sqlite.BUSY_TIMEOUT_S), set back after
 # Free pages kept for the next writes (which would otherwise grow the file straight back):
 # at least this many, and this fraction of the file.
 KEEP_FREE_PAGES = 256
@@ -76,14 +77,17 @@ def release_free_pages(db: sqlite3.Connection, run_script: Callable[[str], None]
     if int(db.execute("PRAGMA auto_vacuum").fetchone()[0]) != AUTO_VACUUM_INCREMENTAL:
         return 0
     pages = int(db.execute("PRAGMA page_count").fetchone()[0])
-    excess = int(db.execute("PRAGMA freelist_count").fetchone()[0]) - max(
-        KEEP_FREE_PAGES, pages // KEEP_FREE_DIVISOR)
-    if excess <= 0:
+    keep = max(KEEP_FREE_PAGES, pages // KEEP_FREE_DIVISOR)
+    free = int(db.execute("PRAGMA freelist_count").fetchone()[0])
+    if free < 2 * keep:  # not after every delete: compaction frees a page or two each
         return 0
     # The pragma frees a page per step of its statement, and sqlite3's execute() steps a
-    # statement without result columns once: a script runs it to the end.
-    run_script(f"PRAGMA incremental_vacuum({excess});")
-    return excess
+    # statement without result columns once: a script runs it to the end. The checkpoint
+    # then moves the truncation into the file and empties the WAL, unless a reader holds
+    # it: without waiting for one (busy_timeout 0), as the write lock is held meanwhile.
+    run_script(f"PRAGMA incremental_vacuum({free - keep}); PRAGMA busy_timeout=0;"
+               f" PRAGMA wal_checkpoint(TRUNCATE); PRAGMA busy_timeout={BUSY_TIMEOUT_MS};")
+    return free - keep
 
 
 def add_packed_flag(db: sqlite3.Connection, transaction: Transaction) -> None:
