@@ -13,10 +13,11 @@ planes (the first byte of every ``stride``-byte value, then the second, ...): th
 exponent bytes of floats, or the high bytes of integers, repeat, and deflate finds them one
 after the other. The raw length in the header lets a reader weigh a cell without inflating it.
 
-Method 3 is for a column of 4-byte floats (the qualifier says so; OpenTSDB stores a value
-such as ``12.34`` as the float nearest it): each float becomes the integer ``m`` with
-``float32(m / 10**d) == value`` for the fewest decimals ``d`` shared by the column (``1234``
-for ``12.34``), whose byte planes deflate to little more than the digits' information. Kept
+Method 3 is for a column of floats (the qualifier says so and gives each one's width, 4 or 8
+bytes; OpenTSDB stores ``12.34`` as the double nearest it, ``57`` as a 4-byte float): each
+float becomes the integer ``m`` with ``float(m / 10**d) == value`` in its width, for the
+fewest decimals ``d`` shared by the column (``1234`` for ``12.34``); the widths (a bit each)
+and the integers' byte planes deflate to little more than the digits' information. Kept
 only when every value comes back to the same bits (checked when packing, by the very
 arithmetic unpacking does).
 """
@@ -29,7 +30,7 @@ import numpy as np
 
 PLAIN = 1  # deflate of the value as it is
 PLANES = 2  # deflate of the value's byte planes of ``stride`` bytes
-DECIMAL = 3  # 4-byte floats as decimal integers (``stride`` is the count of decimals)
+DECIMAL = 3  # 4- and 8-byte floats as decimal integers (``stride``: the count of decimals)
 MAX_DECIMALS = 6
 INT32_LIMIT = 2.0**31
 HEADER_BYTES = 6
@@ -39,12 +40,13 @@ PACK_MIN_SAVING = 8  # keep a packed value only when it saves at least 1/8 of th
 STRIDES = (4, 8)  # OpenTSDB's float and long widths (a compacted row of one kind has one)
 
 
-def pack(value: bytes, floats: bool = False) -> bytes | None:
+def pack(value: bytes, float_widths: list[int] | None = None) -> bytes | None:
     """``value`` packed, or None when packing would not save :data:`PACK_MIN_SAVING`.
-    ``floats``: the value is 4-byte floats (and a last byte), as its qualifier says."""
+    ``float_widths``: the value is floats of these widths (and a last byte), as its
+    qualifier says (:func:`float_widths`)."""
     if len(value) < PACK_MIN_BYTES or len(value) >= 1 << 32:
         return None
-    decimal = _pack_decimal(value) if floats else None
+    decimal = _pack_decimal(value, float_widths) if float_widths else None
     if decimal is not None:
         return decimal
     best = _with_header(PLAIN, 0, len(value), zlib.compress(value, LEVEL))
@@ -63,9 +65,7 @@ def unpack(packed: bytes) -> bytes:
     if method == PLAIN:
         return raw
     if method == DECIMAL:
-        count = unpacked_length(packed) // 4
-        mantissas = np.frombuffer(raw, np.uint8, 4 * count).reshape(4, -1).T.copy().view("<i4")
-        return _floats(mantissas.ravel(), stride).tobytes() + raw[4 * count:]
+        return _unpack_decimal(raw, stride)
     if method != PLANES or stride == 0:
         raise ValueError(f"unknown packing {method}/{stride} of an embedded store's cell")
     whole = len(raw) // stride * stride
@@ -78,12 +78,16 @@ def unpacked_length(packed: bytes) -> int:
     return int.from_bytes(packed[2:HEADER_BYTES], "little")
 
 
-def _pack_decimal(value: bytes) -> bytes | None:
+def _pack_decimal(value: bytes, widths: list[int]) -> bytes | None:
     """Method 3, or None when some float has no integer of at most :data:`MAX_DECIMALS`
     decimals that comes back to its bits (or is not finite)."""
-    count = len(value) // 4
-    floats = np.frombuffer(value, ">f4", count)
-    wide = floats.astype(np.float64)
+    eight = np.array(widths) == 8
+    ends = np.cumsum(widths)
+    if not 0 < int(ends[-1]) <= len(value) or len(widths) >= 1 << 32:
+        return None
+    raw = np.frombuffer(value, np.uint8, int(ends[-1]))
+    original = _gather(raw, ends - np.array(widths), eight)
+    wide = np.where(eight, original[1], original[0].astype(np.float64))
     if not np.isfinite(wide).all():
         return None
     for decimals in range(MAX_DECIMALS + 1):
@@ -91,16 +95,47 @@ def _pack_decimal(value: bytes) -> bytes | None:
         if np.abs(scaled).max() >= INT32_LIMIT:
             return None
         mantissas = scaled.astype("<i4")
-        if np.array_equal(_floats(mantissas, decimals).view(">u4"), floats.view(">u4")):
+        if _floats(mantissas, decimals, eight).tobytes() == value[:int(ends[-1])]:
             planes = mantissas.view(np.uint8).reshape(-1, 4).T.tobytes()
-            body = zlib.compress(planes + value[4 * count:], LEVEL)
+            head = len(widths).to_bytes(4, "little") + np.packbits(eight).tobytes()
+            body = zlib.compress(head + planes + value[int(ends[-1]):], LEVEL)
             return _with_header(DECIMAL, decimals, len(value), body)
     return None
 
 
-def _floats(mantissas: np.ndarray, decimals: int) -> np.ndarray:
-    """The 4-byte big-endian floats of decimal mantissas: the one arithmetic of both ways."""
-    return (mantissas.astype(np.float64) / 10.0**decimals).astype(">f4")
+def _unpack_decimal(raw: bytes, decimals: int) -> bytes:
+    count = int.from_bytes(raw[:4], "little")
+    at = 4 + (count + 7) // 8
+    eight = np.unpackbits(np.frombuffer(raw, np.uint8, at - 4, 4), count=count).astype(bool)
+    planes = np.frombuffer(raw, np.uint8, 4 * count, at).reshape(4, -1)
+    mantissas = planes.T.copy().view("<i4").ravel()
+    return _floats(mantissas, decimals, eight).tobytes() + raw[at + 4 * count:]
+
+
+def _gather(raw: np.ndarray, starts: np.ndarray, eight: np.ndarray
+            ) -> tuple[np.ndarray, np.ndarray]:
+    """The 4-byte floats at ``starts[~eight]`` and the 8-byte ones at ``starts[eight]``, each
+    in a full-length array (zeros elsewhere)."""
+    four_values = np.zeros(len(starts), ">f4")
+    eight_values = np.zeros(len(starts), ">f8")
+    four_at, eight_at = starts[~eight], starts[eight]
+    four_values[~eight] = raw[four_at[:, None] + np.arange(4)].copy().view(">f4").ravel()
+    eight_values[eight] = raw[eight_at[:, None] + np.arange(8)].copy().view(">f8").ravel()
+    return four_values, eight_values
+
+
+def _floats(mantissas: np.ndarray, decimals: int, eight: np.ndarray) -> np.ndarray:
+    """The bytes (uint8) of the floats of decimal mantissas, each in its width, back to back:
+    the one arithmetic of both ways."""
+    wide = mantissas.astype(np.float64) / 10.0**decimals
+    widths = np.where(eight, 8, 4)
+    out = np.empty(int(widths.sum()), np.uint8)
+    starts = np.cumsum(widths) - widths
+    out[starts[eight][:, None] + np.arange(8)] = wide[eight].astype(">f8").view(
+        np.uint8).reshape(-1, 8)
+    out[starts[~eight][:, None] + np.arange(4)] = wide[~eight].astype(">f4").view(
+        np.uint8).reshape(-1, 4)
+    return out
 
 
 def _planes(value: bytes, stride: int) -> bytes | None:
@@ -181,12 +216,16 @@ def _read_varint(data: bytes, at: int) -> tuple[int, int]:
             return number, at
 
 
-FLOAT4_FLAGS = 0x0B  # a qualifier's low 4 bits for a 4-byte float
+FLOAT_FLAGS = {0x0B: 4, 0x0F: 8}  # a qualifier's low 4 bits for a 4- or 8-byte float
 
 
-def floats_only(qualifier: bytes) -> bool:
-    """Whether a compacted qualifier of second-precision points names only 4-byte floats."""
+def float_widths(qualifier: bytes) -> list[int] | None:
+    """The widths of the values of a compacted qualifier of second-precision points when
+    they are all floats, else None."""
     if len(qualifier) < 4 or len(qualifier) % 2:
-        return False
+        return None
     words = np.frombuffer(qualifier, ">u2")
-    return bool((words < SECOND_WORD_MAX).all() and ((words & 0x0F) == FLOAT4_FLAGS).all())
+    flags = words & 0x0F
+    if not ((words < SECOND_WORD_MAX).all() and ((flags == 0x0B) | (flags == 0x0F)).all()):
+        return None
+    return np.where(flags == 0x0F, 8, 4).tolist()

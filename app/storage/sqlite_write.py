@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
-from app.storage.sqlite_pack import KEY_MIN_BYTES, floats_only, pack, pack_qualifier
+from app.storage.sqlite_pack import KEY_MIN_BYTES, float_widths, pack, pack_qualifier
 
 log = logging.getLogger(__name__)
 
@@ -341,7 +341,7 @@ def insert_packed(db: sqlite3.Connection, records: list[Record]) -> None:
         if family != PACKED_FAMILY:
             db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
             continue
-        packed, key = pack(value, floats_only(qualifier)), pack_qualifier(qualifier)
+        packed, key = pack(value, float_widths(qualifier)), pack_qualifier(qualifier)
         flags = (1 if packed is not None else 0) | (2 if key is not None else 0)
         if key is not None:
             db.execute(_DELETE_CELL, (tbl, row, family, qualifier))

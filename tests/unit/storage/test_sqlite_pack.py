@@ -11,7 +11,7 @@ from app.storage.sqlite_pack import (
     DECIMAL,
     PLAIN,
     PLANES,
-    floats_only,
+    float_widths,
     pack,
     pack_qualifier,
     unpack,
@@ -27,15 +27,25 @@ def floats(values: list[float]) -> bytes:
 
 def test_floats_of_two_decimals_pack_as_decimal_integers() -> None:
     value = floats([12.34, 99.99, 0.01, 57.0, 3.5] * 40)
-    packed = pack(value, floats=True)
+    packed = pack(value, [4] * 200)
     assert packed is not None and packed[:2] == bytes((DECIMAL, 2))
     assert unpacked_length(packed) == 801 and unpack(packed) == value
+
+
+def test_doubles_and_floats_mixed_as_the_writer_stores_them() -> None:
+    # What /api/put stores for 12.34 (a double) and 57 as a float (4 bytes), by hand.
+    widths = [8, 4, 8, 8, 4] * 30
+    value = b"".join(struct.pack(">d" if w == 8 else ">f", v) for w, v in
+                     zip(widths, [12.34, 57.0, 0.07, 99.99, 3.5] * 30)) + b"\0"
+    packed = pack(value, widths)
+    assert packed is not None and packed[:2] == bytes((DECIMAL, 2))
+    assert len(packed) < len(value) // 4 and unpack(packed) == value
 
 
 @pytest.mark.parametrize("odd", [math.nan, math.inf, 1e-30, 3.0e38])
 def test_floats_without_a_short_decimal_fall_back_to_the_other_methods(odd: float) -> None:
     value = floats([1.5] * 99 + [odd])
-    packed = pack(value, floats=True)
+    packed = pack(value, [4] * 100)
     assert packed is not None and packed[0] in (PLAIN, PLANES)
     assert unpack(packed) == value
 
@@ -52,7 +62,7 @@ def test_a_steady_column_of_seconds_has_a_short_odd_key() -> None:
     qualifier = b"".join(struct.pack(">H", (i * 10) << 4 | 0x0B) for i in range(360))
     key = pack_qualifier(qualifier)
     assert key == bytes.fromhex("000b00ab" "c002" "e702" "00")  # delta 160 (zigzag 320) x359
-    assert unpack_qualifier(key) == qualifier and floats_only(qualifier)
+    assert unpack_qualifier(key) == qualifier and float_widths(qualifier) == [4] * 360
 
 
 def test_irregular_and_millisecond_columns() -> None:
@@ -60,9 +70,9 @@ def test_irregular_and_millisecond_columns() -> None:
     qualifier = b"".join(struct.pack(">H", s << 4 | 0x07) for s in gap)
     key = pack_qualifier(qualifier)
     assert key is not None and len(key) % 2 == 1 and unpack_qualifier(key) == qualifier
-    assert not floats_only(qualifier)  # 8-byte longs
+    assert float_widths(qualifier) is None  # 8-byte longs
     irregular = [0, 7, 9, 30, 31, 600, 601, 3599]  # every difference another: no shorter
     assert pack_qualifier(b"".join(struct.pack(">H", s << 4) for s in irregular)) is None
     ms = b"".join(struct.pack(">I", 0xF0000000 | (i * 10) << 6 | 0x0B) for i in range(8))
-    assert pack_qualifier(ms) is None and not floats_only(ms)
+    assert pack_qualifier(ms) is None and float_widths(ms) is None
     assert pack_qualifier(qualifier[:14]) is None  # 7 points: too short to bother
