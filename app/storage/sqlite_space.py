@@ -29,7 +29,7 @@ AUTO_VACUUM_INCREMENTAL = 2  # PRAGMA auto_vacuum's answer
 BUSY_TIMEOUT_MS = 30_000  # the store's connections' (sqlite.BUSY_TIMEOUT_S), set back after
 # Free pages kept for the next writes (which would otherwise grow the file straight back):
 # at least this many, and this fraction of the file.
-KEEP_FREE_PAGES = 256
+KEEP_FREE_PAGES = 64  # 1 MiB of 16 KiB pages
 KEEP_FREE_DIVISOR = 20  # 5%
 MS_BYTE_FLAG = 0xF0  # a qualifier byte at or above it starts a 4-byte (millisecond) qualifier
 
