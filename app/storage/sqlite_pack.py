@@ -128,14 +128,16 @@ def _floats(mantissas: np.ndarray, decimals: int, eight: np.ndarray) -> np.ndarr
     """The bytes (uint8) of the floats of decimal mantissas, each in its width, back to back:
     the one arithmetic of both ways."""
     wide = mantissas.astype(np.float64) / 10.0**decimals
+    if eight.all():  # one width: no scatter
+        return wide.astype(">f8").view(np.uint8)
+    if not eight.any():
+        return wide.astype(">f4").view(np.uint8)
+    # Every value in both widths, then each one's bytes taken from the width it has.
+    both = np.concatenate((wide.astype(">f8").view(np.uint8), wide.astype(">f4").view(np.uint8)))
     widths = np.where(eight, 8, 4)
-    out = np.empty(int(widths.sum()), np.uint8)
-    starts = np.cumsum(widths) - widths
-    out[starts[eight][:, None] + np.arange(8)] = wide[eight].astype(">f8").view(
-        np.uint8).reshape(-1, 8)
-    out[starts[~eight][:, None] + np.arange(4)] = wide[~eight].astype(">f4").view(
-        np.uint8).reshape(-1, 4)
-    return out
+    index = np.arange(len(wide))
+    base = np.where(eight, 8 * index, 8 * len(wide) + 4 * index) - (np.cumsum(widths) - widths)
+    return both[np.arange(int(widths.sum())) + np.repeat(base, widths)]
 
 
 def _planes(value: bytes, stride: int) -> bytes | None:
@@ -185,15 +187,15 @@ def pack_qualifier(qualifier: bytes) -> bytes | None:
 
 def unpack_qualifier(key: bytes) -> bytes:
     """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
-    words = [int.from_bytes(key[:2], "big")]
+    deltas, runs = [0], [1]  # the first word comes from itself
     at = 4
     while len(key) - at >= 2:
         zigzag, at = _read_varint(key, at)
         run, at = _read_varint(key, at)
-        delta = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
-        first = words[-1] + delta
-        words += range(first, first + delta * run, delta) if delta else [first] * run
-    return np.array(words, ">u2").tobytes()
+        deltas.append(zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2)
+        runs.append(run)
+    words = int.from_bytes(key[:2], "big") + np.cumsum(np.repeat(deltas, runs))
+    return words.astype(">u2").tobytes()
 
 
 def _varint(number: int) -> bytes:
