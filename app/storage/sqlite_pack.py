@@ -155,13 +155,15 @@ def _with_header(method: int, stride: int, length: int, body: bytes) -> bytes:
 # --- compacted qualifiers ----------------------------------------------------------------
 # A compacted column's qualifier (2 bytes a point) is part of the SQL primary key, so it is
 # stored twice (the table and its ``cells_stamp`` index). A column of second-precision points
-# at a steady interval is kept as a short key instead: its first two qualifiers as they are
-# (so it sorts where the column does against every cell that differs in them), then the
-# qualifiers' differences run-length coded (``zigzag(delta), run`` as varints), padded to an
-# odd length. The key is a pure function of the qualifier (an exact-column look-up computes
-# it), and odd: no OpenTSDB data qualifier is, and no annotation or append one is that long.
+# is kept as a short key instead: its first two qualifiers as they are (so it sorts where the
+# column does against every cell that differs in them), the point count, the flags (one
+# value; two values and a bit per point; or a nibble per point), then the differences of the
+# offsets run-length coded (``zigzag(delta), run`` as varints), padded to an odd length. The
+# key is a pure function of the qualifier (an exact-column look-up computes it), and odd: no
+# OpenTSDB data qualifier is, and no annotation or append one is that long.
 KEY_MIN_BYTES = 16  # shorter compacted qualifiers (under 8 points) are left alone
 SECOND_WORD_MAX = 0xF000  # a 2-byte word at or above it starts a millisecond qualifier
+ONE_FLAG, TWO_FLAGS, NIBBLES = 0, 1, 2
 
 
 def pack_qualifier(qualifier: bytes) -> bytes | None:
@@ -172,12 +174,10 @@ def pack_qualifier(qualifier: bytes) -> bytes | None:
     words = np.frombuffer(qualifier, ">u2").astype(np.int64)
     if int(words.max()) >= SECOND_WORD_MAX:
         return None
-    deltas = np.diff(words)
+    out = bytearray(qualifier[:4]) + _varint(len(words)) + _flags(words & 0x0F)
+    deltas = np.diff(words >> 4)
     change = np.flatnonzero(np.diff(deltas)) + 1
-    starts = [0, *change.tolist()]
-    ends = [*change.tolist(), len(deltas)]
-    out = bytearray(qualifier[:4])
-    for start, end in zip(starts, ends):
+    for start, end in zip([0, *change.tolist()], [*change.tolist(), len(deltas)]):
         delta = int(deltas[start])
         out += _varint(delta * 2 if delta >= 0 else -delta * 2 - 1) + _varint(end - start)
     if len(out) % 2 == 0:
@@ -187,15 +187,40 @@ def pack_qualifier(qualifier: bytes) -> bytes | None:
 
 def unpack_qualifier(key: bytes) -> bytes:
     """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
-    deltas, runs = [0], [1]  # the first word comes from itself
-    at = 4
+    count, at = _read_varint(key, 4)
+    flags, at = _read_flags(key, at, count)
+    deltas, runs = [0], [1]  # the first offset comes from itself
     while len(key) - at >= 2:
         zigzag, at = _read_varint(key, at)
         run, at = _read_varint(key, at)
         deltas.append(zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2)
         runs.append(run)
-    words = int.from_bytes(key[:2], "big") + np.cumsum(np.repeat(deltas, runs))
-    return words.astype(">u2").tobytes()
+    offsets = (int.from_bytes(key[:2], "big") >> 4) + np.cumsum(np.repeat(deltas, runs))
+    return (offsets << 4 | flags).astype(">u2").tobytes()
+
+
+def _flags(flags: np.ndarray) -> bytes:
+    values = np.unique(flags).tolist()
+    if len(values) == 1:
+        return bytes((ONE_FLAG, values[0]))
+    if len(values) == 2:
+        return bytes((TWO_FLAGS, *values)) + np.packbits(flags == values[1]).tobytes()
+    padded = np.append(flags, 0) if len(flags) % 2 else flags
+    return bytes((NIBBLES,)) + (padded[0::2] << 4 | padded[1::2]).astype(np.uint8).tobytes()
+
+
+def _read_flags(key: bytes, at: int, count: int) -> tuple[np.ndarray, int]:
+    mode = key[at]
+    if mode == ONE_FLAG:
+        return np.full(count, key[at + 1], np.int64), at + 2
+    if mode == TWO_FLAGS:
+        size = (count + 7) // 8
+        second = np.unpackbits(np.frombuffer(key, np.uint8, size, at + 3), count=count)
+        return np.where(second.astype(bool), key[at + 2], key[at + 1]).astype(np.int64), (
+            at + 3 + size)
+    size = (count + 1) // 2
+    nibbles = np.frombuffer(key, np.uint8, size, at + 1).astype(np.int64)
+    return np.stack((nibbles >> 4, nibbles & 0x0F), axis=1).ravel()[:count], at + 1 + size
 
 
 def _varint(number: int) -> bytes:

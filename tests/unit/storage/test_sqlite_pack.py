@@ -61,7 +61,8 @@ def test_longs_pack_as_byte_planes_and_small_or_random_values_stay_raw() -> None
 def test_a_steady_column_of_seconds_has_a_short_odd_key() -> None:
     qualifier = b"".join(struct.pack(">H", (i * 10) << 4 | 0x0B) for i in range(360))
     key = pack_qualifier(qualifier)
-    assert key == bytes.fromhex("000b00ab" "c002" "e702" "00")  # delta 160 (zigzag 320) x359
+    # The first two qualifiers, 360 points, one flag (0x0B), offset delta 10 (zigzag 20) x359.
+    assert key == bytes.fromhex("000b00ab" "e802" "000b" "14" "e702")  # odd: no padding
     assert unpack_qualifier(key) == qualifier and float_widths(qualifier) == [4] * 360
 
 
