@@ -8,9 +8,9 @@ compaction thread runs (``CompactionQueue.flush``, the day being over) and print
 before and after: the file (with its WAL), and the pages in use, per point.
 
 The figures come from SQLite itself (file sizes, ``page_count``, ``freelist_count``), not from
-the store's own report, so the script runs on an older pytsd too (``--points-known``).
+the store's own report, so the script runs on an older pytsd too (without ``--pack``).
 
-Usage: ``python bench/bench_space.py [--series 200] [--hours 24]``
+Usage: ``python bench/bench_space.py [--series 200] [--hours 24] [--pack]``
 """
 
 from __future__ import annotations
@@ -50,13 +50,17 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--series", type=int, default=200)
     parser.add_argument("--hours", type=int, default=24)
+    parser.add_argument("--pack", action="store_true",
+                        help="tsd.storage.sqlite.pack_cells: compacted columns packed at rest")
     args = parser.parse_args()
     url = temp_storage_url("space.db")
     path = url.removeprefix("sqlite:///")
     tsdb = TSDB(load_config({"tsd.storage": url, "tsd.core.auto_create_metrics": True,
                              "tsd.storage.compaction.background": True,
                              # the layout is the same; FULL only adds a sync per batch
-                             "tsd.storage.sqlite.synchronous": "NORMAL"}, environ={}))
+                             "tsd.storage.sqlite.synchronous": "NORMAL",
+                             **({"tsd.storage.sqlite.pack_cells": True} if args.pack else {})},
+                            environ={}))
     writer = PointWriter(tsdb)
     rng = np.random.default_rng(1)
     hosts = [f"web{number:04d}" for number in range(args.series)]

@@ -90,8 +90,9 @@ class SqliteStore:
     sets_itself_up = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 page_size: int = PAGE_SIZE_BYTES) -> None:
+                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = False) -> None:
         self.path = str(path)
+        self.pack_cells = pack_cells  # compacted columns packed at rest (sqlite_pack.py)
         self.synchronous = synchronous
         self.page_size = page_size
         self._local = threading.local()
@@ -237,14 +238,14 @@ class SqliteTable:
         """Merge this table's staged cells into ``cells``: the first step of every read."""
         if has_staged(self._db(), self.name):
             with self.store.transaction() as db:  # no change to count: each was counted
-                merge_staged(db, self.name)
+                merge_staged(db, self.name, self.store.pack_cells)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on ``cells`` that first merges the table's staged cells."""
         with self.store.transaction() as db:
             if has_staged(db, self.name):
-                merge_staged(db, self.name)
+                merge_staged(db, self.name, self.store.pack_cells)
             count_write(db, self.name, now_ms())
             yield db
 

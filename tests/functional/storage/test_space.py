@@ -51,7 +51,7 @@ def path(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def table(path: Path) -> SqliteTable:
-    store = SqliteStore(path)
+    store = SqliteStore(path, pack_cells=True)
     store.create_table("tsdb", {"t": {}})
     return store.table("tsdb")
 
@@ -93,6 +93,16 @@ def test_a_keyed_column_is_found_deleted_and_recompacted_by_its_qualifier(
     assert len(stored_cells(path)) == 1  # the old column's key went with the old column
     table.delete(ROW, [merged_column])
     assert table.row(ROW) == {} and stored_cells(path) == []
+
+
+def test_with_packing_off_a_column_is_stored_as_written_and_replaces_its_packed_form(
+        path: Path, table: SqliteTable) -> None:
+    qualifier, value = compacted(360)
+    table.put(ROW, {b"t:" + qualifier: value})  # packing on: keyed and deflated
+    plain = SqliteStore(path).table("tsdb")  # the default: off
+    plain.put(ROW, {b"t:" + qualifier: value})
+    assert stored_cells(path) == [(qualifier, value, None)]
+    assert plain.row(ROW) == table.row(ROW) == {b"t:" + qualifier: value}
 
 
 def test_small_cells_and_other_families_stay_as_they_are(path: Path,
@@ -168,7 +178,7 @@ def test_a_store_written_by_the_previous_layout_opens_reads_and_vacuums(
         db.execute("INSERT INTO cells VALUES ('tsdb', ?, 't', x'0007', x'2a', 2)", (ROW,))
     expected = {b"t:" + qualifier: value, b"t:\x00\x07": b"\x2a"}
     with caplog.at_level(logging.WARNING):
-        table = SqliteStore(path).table("tsdb")
+        table = SqliteStore(path, pack_cells=True).table("tsdb")
     assert "pytsd vacuum" in caplog.text
     assert table.row(ROW) == expected
     assert table.space_used().points == 361 and not table.space_used().auto_vacuum
