@@ -19,6 +19,8 @@ from app.config import load_config
 from app.errors import TsdbError
 from app.meta.tree_builder import attach_tree_processing
 from app.storage import codec
+from app.storage.base import SPACE_USED, able
+from app.storage.sqlite import SqliteStore
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
 from app.tsdb.importer import BATCH_POINTS, Importer
@@ -361,6 +363,38 @@ def cells(table_name: str, prefix: str, limit: int | None) -> None:
             family, _, qualifier = column.partition(b":")
             click.echo(json.dumps({"row": row.hex(), "family": family.decode(),
                                    "qualifier": qualifier.hex(), "value": value.hex()}))
+
+
+@main.command()
+def space() -> None:
+    """Report the embedded store's disk use: file size, pages in use, bytes per data point."""
+    tsdb = open_tsdb()
+    space_used = able(tsdb.data_table(), SPACE_USED)
+    if space_used is None:
+        raise click.ClickException("disk use is reported by the embedded store only "
+                                   "(HBase: see its own metrics)")
+    used = space_used.space_used()
+    click.echo(f"file {used.file_bytes:,} bytes (WAL {used.wal_bytes:,}), "
+               f"in use {used.used_bytes:,} bytes ({used.free_pages:,} of {used.pages:,} "
+               f"pages free), {used.points:,} data points")
+    click.echo(f"bytes per point: file {used.file_bytes_per_point:.2f}, "
+               f"in use {used.used_bytes_per_point:.2f}")
+    if not used.auto_vacuum:
+        click.echo("this file does not give freed pages back: run `pytsd vacuum` once")
+
+
+@main.command()
+def vacuum() -> None:
+    """Rewrite the embedded store once so that it gives freed pages back by itself
+    (incremental auto-vacuum; stores made before it): stop the server first."""
+    store = open_tsdb().store
+    if not isinstance(store, SqliteStore):
+        raise click.ClickException("only the embedded store is vacuumed")
+    before = os.path.getsize(store.path)
+    started = time.perf_counter()
+    store.vacuum()
+    click.echo(f"vacuumed {store.path}: {before:,} -> {os.path.getsize(store.path):,} bytes "
+               f"in {time.perf_counter() - started:.1f}s; freed pages are now given back")
 
 
 @main.command()

@@ -13,6 +13,7 @@ import os
 import socket
 import threading
 import time
+import weakref
 from collections import deque
 from typing import Any
 
@@ -25,6 +26,7 @@ from app.api.mode import endpoint_segment
 from app.observe import metrics
 from app.observe.health import STORE_HEALTH
 from app.observe.queries import query_log
+from app.storage.base import SPACE_USED, StoreSpace, able
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.rollup_backfill import progress as rollup_progress
@@ -35,6 +37,11 @@ LATENCY_WINDOW = 4096
 STORE_SEGMENTS = frozenset({"put", "query", "q", "suggest", "search", "uid", "annotation",
                             "annotations", "histogram"})
 LATENCY_PERCENTILES = (50, 75, 90, 95, 99)
+SPACE_EVERY_S = 300
+_SPACE_LOCK = threading.Lock()
+# Per TSDB (weakly: a test's TSDB goes away with it): when last counted, and what.
+_SPACE_CACHE: weakref.WeakKeyDictionary[TSDB, tuple[int, StoreSpace]] = (
+    weakref.WeakKeyDictionary())
 
 
 class Counters:
@@ -156,6 +163,25 @@ def _query_points(found: list[metrics.Sample]) -> list[tuple[str, float | int, d
     return points
 
 
+def _space_points(tsdb: TSDB, now_s: int) -> list[tuple[str, float | int, dict[str, str]]]:
+    """The embedded store's disk use (nothing on HBase). Counting the points reads the whole
+    data table's keys, so a process does it at most every ``SPACE_EVERY_S`` seconds."""
+    space_used = able(tsdb.data_table(), SPACE_USED)
+    if space_used is None:
+        return []
+    with _SPACE_LOCK:
+        cached = _SPACE_CACHE.get(tsdb)
+        if cached is None or cached[0] + SPACE_EVERY_S <= now_s:
+            cached = _SPACE_CACHE[tsdb] = (now_s, space_used.space_used())
+    used = cached[1]
+    tags = {"type": "embedded"}
+    return [("tsd.storage.file_bytes", used.file_bytes, tags),
+            ("tsd.storage.used_bytes", used.used_bytes, tags),
+            ("tsd.storage.points", used.points, tags),
+            ("tsd.storage.bytes_per_point", used.file_bytes_per_point, {"kind": "file"}),
+            ("tsd.storage.bytes_per_point", used.used_bytes_per_point, {"kind": "in_use"})]
+
+
 def collect(tsdb: TSDB) -> list[dict[str, Any]]:
     """OpenTSDB's ``/api/stats`` list: ``{"metric","timestamp","value","tags"}``, values as text."""
     now_s, host = int(time.time()), socket.gethostname()
@@ -196,6 +222,7 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.ids-burned", uids.ids_burned, tags)]
     for report in tsdb.background_stats:  # pytsd: the fleet's background jobs
         points += report()
+    points += _space_points(tsdb, now_s)
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     if coverage_mode(tsdb):  # the background rollup pass's progress, from storage
         points += rollup_progress(tsdb, now_s)

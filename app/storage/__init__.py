@@ -44,7 +44,8 @@ def open_store(config: Config) -> Store:
         from app.storage.sqlite import SqliteStore
 
         return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"],
-                           page_size=config["tsd.storage.sqlite.page_size"])
+                           page_size=config["tsd.storage.sqlite.page_size"],
+                           pack_cells=config["tsd.storage.sqlite.pack_cells"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore

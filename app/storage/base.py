@@ -123,6 +123,31 @@ class Store(Protocol):
         ...
 
 
+@dataclass(frozen=True)
+class StoreSpace:
+    """One embedded store's disk use."""
+
+    file_bytes: int  # the database file and its WAL
+    wal_bytes: int
+    page_size_bytes: int
+    pages: int
+    free_pages: int
+    points: int  # data points of the data table
+    auto_vacuum: bool  # whether the file gives freed pages back by itself
+
+    @property
+    def used_bytes(self) -> int:
+        return (self.pages - self.free_pages) * self.page_size_bytes
+
+    @property
+    def file_bytes_per_point(self) -> float:
+        return self.file_bytes / self.points if self.points else 0.0
+
+    @property
+    def used_bytes_per_point(self) -> float:
+        return self.used_bytes / self.points if self.points else 0.0
+
+
 # --- optional abilities ------------------------------------------------------------------
 # A backend may offer faster ways to read; the read path uses each when the table declares
 # it (``Table.abilities``) and the plain ``scan``/``rows`` otherwise, with the same answers.
@@ -215,6 +240,13 @@ class Versioned(Protocol):
         ...
 
 
+@runtime_checkable
+class SpaceUsed(Protocol):
+    def space_used(self) -> StoreSpace:
+        """The store's disk use and this table's data points (bytes per point)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Ability(Generic[A]):
     """One optional ability: the name a table declares, the protocol that types it."""
@@ -233,10 +265,11 @@ SCAN_PACKED: Ability[ScanPacked] = Ability("scan_packed", ScanPacked)
 SCAN_STAMPS_PACKED: Ability[ScanStampsPacked] = Ability("scan_stamps_packed", ScanStampsPacked)
 SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
 VERSIONED: Ability[Versioned] = Ability("version", Versioned)
+SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
-    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED)
+    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED)
 """Every optional ability (its name is the method it adds)."""
 
 

@@ -25,8 +25,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.errors import StorageError
-from app.storage.base import Row, prefix_stop
+from app.storage.base import Row, StoreSpace, prefix_stop
+from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
+from app.storage.sqlite_space import (
+    add_packed_flag,
+    count_points,
+    release_free_pages,
+    store_space,
+)
 from app.storage.sqlite_write import (
+    COLUMNS,
     STAGING_SCHEMA,
     GroupCommit,
     WriteLock,
@@ -42,7 +50,7 @@ SCHEMA = """
 CREATE TABLE IF NOT EXISTS hbase_tables (name TEXT PRIMARY KEY, families TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS cells (
     tbl TEXT NOT NULL, row BLOB NOT NULL, family TEXT NOT NULL, qualifier BLOB NOT NULL,
-    value BLOB NOT NULL, ts INTEGER NOT NULL,
+    value BLOB NOT NULL, ts INTEGER NOT NULL, z INTEGER,
     PRIMARY KEY (tbl, row, family, qualifier)
 ) WITHOUT ROWID;
 -- The hour cache reads each row's stamp (cells, newest write time) from here, not from the
@@ -52,6 +60,14 @@ CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
 BUSY_TIMEOUT_S = 30.0
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
 PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
+# The WAL file is cut back to this size after a checkpoint empties it (it keeps its largest
+# size otherwise, however little is in it).
+WAL_LIMIT_BYTES = 64 * 1024 * 1024
+# A cell as stored may be packed (sqlite_pack.py): ``z & 1``, its value; ``z & 2``, its
+# qualifier kept as a short key. What every read selects instead of the bare columns:
+VALUE = "CASE WHEN z & 1 THEN tsd_unpack(value) ELSE value END"
+VALUE_LENGTH = "CASE WHEN z & 1 THEN tsd_unpacked_length(value) ELSE length(value) END"
+QUALIFIER = "CASE WHEN z & 2 THEN tsd_unpack_qualifier(qualifier) ELSE qualifier END"
 
 Column = tuple[str, bytes]
 
@@ -74,8 +90,9 @@ class SqliteStore:
     sets_itself_up = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 page_size: int = PAGE_SIZE_BYTES) -> None:
+                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = False) -> None:
         self.path = str(path)
+        self.pack_cells = pack_cells  # compacted columns packed at rest (sqlite_pack.py)
         self.synchronous = synchronous
         self.page_size = page_size
         self._local = threading.local()
@@ -86,6 +103,7 @@ class SqliteStore:
         try:
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
             self.connection().executescript(SCHEMA)  # idempotent: racing processes are fine
+            add_packed_flag(self.connection(), self.transaction)  # a store an older pytsd wrote
             if has_cell_staging(self.connection()):  # a store an older pytsd wrote
                 with self.transaction() as db:
                     retire_cell_staging(db)
@@ -106,8 +124,16 @@ class SqliteStore:
         db = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None,
                              check_same_thread=False)
         db.execute(f"PRAGMA page_size={self.page_size}")  # a new file only, before WAL mode
+        # A new file only, too: freed pages can be given back (release_free_pages). An older
+        # file keeps auto_vacuum off until `pytsd vacuum` rewrites it once.
+        db.execute("PRAGMA auto_vacuum=INCREMENTAL")
         db.execute("PRAGMA journal_mode=WAL")
         db.execute(f"PRAGMA synchronous={self.synchronous}")
+        db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
+        db.create_function("tsd_unpack", 1, unpack, deterministic=True)
+        db.create_function("tsd_unpacked_length", 1, unpacked_length, deterministic=True)
+        db.create_function("tsd_points", 1, count_points, deterministic=True)
+        db.create_function("tsd_unpack_qualifier", 1, unpack_qualifier, deterministic=True)
         return db
 
     def _write_connection(self) -> sqlite3.Connection:
@@ -133,6 +159,31 @@ class SqliteStore:
                 db.execute("ROLLBACK")
                 raise
             db.execute("COMMIT")
+
+    def release_free_pages(self) -> int:
+        """Give the file's free pages back to the file system beyond a small reserve (what
+        the next writes reuse); the pages released. Called after merges and deletes."""
+        return release_free_pages(self.connection(), self._script)
+
+    def _script(self, sql: str) -> None:
+        """``sql`` run to its end on the writing connection, in a transaction of its own."""
+        with self._write_lock:
+            self._write_connection().executescript(sql)
+
+    def space(self, data_table: str) -> StoreSpace:
+        """The file's size, its pages in use and the data points of ``data_table``."""
+        self.table(data_table)._settle()
+        return store_space(self.connection(), self.path, data_table)
+
+    def vacuum(self) -> None:
+        """Rewrite the file once with incremental auto-vacuum on (``pytsd vacuum``): the
+        only way SQLite turns it on for a file that has tables. Holds the write lock (and
+        needs about the file's size free on disk) while it runs."""
+        with self._write_lock:
+            db = self._write_connection()
+            db.execute("PRAGMA auto_vacuum=INCREMENTAL")
+            db.execute("VACUUM")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     def table(self, name: str) -> SqliteTable:
         if name in self._known_tables:
@@ -173,7 +224,8 @@ class SqliteTable:
 
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
-                           "range_newest", "scan_packed", "scan_newest", "version"})
+                           "range_newest", "scan_packed", "scan_newest", "version",
+                           "space_used"})
 
     def __init__(self, store: SqliteStore, name: str) -> None:
         self.store = store
@@ -186,14 +238,14 @@ class SqliteTable:
         """Merge this table's staged cells into ``cells``: the first step of every read."""
         if has_staged(self._db(), self.name):
             with self.store.transaction() as db:  # no change to count: each was counted
-                merge_staged(db, self.name)
+                merge_staged(db, self.name, self.store.pack_cells)
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on ``cells`` that first merges the table's staged cells."""
         with self.store.transaction() as db:
             if has_staged(db, self.name):
-                merge_staged(db, self.name)
+                merge_staged(db, self.name, self.store.pack_cells)
             count_write(db, self.name, now_ms())
             yield db
 
@@ -219,14 +271,15 @@ class SqliteTable:
     def _row(self, row: bytes, columns: Sequence[bytes] | None) -> Row:
         where, params = _column_clause(columns)
         cursor = self._db().execute(
-            "SELECT family, qualifier, value FROM cells WHERE tbl = ? AND row = ?" + where,
+            f"SELECT family, {QUALIFIER}, {VALUE} FROM cells WHERE tbl = ? AND row = ?" + where,
             (self.name, row, *params))
         return {f.encode() + b":" + q: v for f, q, v in cursor}
 
     def row_write_times(self, row: bytes) -> dict[bytes, int]:
         self._settle()
         cursor = self._db().execute(
-            "SELECT family, qualifier, ts FROM cells WHERE tbl = ? AND row = ?", (self.name, row))
+            f"SELECT family, {QUALIFIER}, ts FROM cells WHERE tbl = ? AND row = ?",
+            (self.name, row))
         return {f.encode() + b":" + q: ts for f, q, ts in cursor}
 
     def rows(self, rows: Sequence[bytes],
@@ -243,7 +296,7 @@ class SqliteTable:
             row_start, row_stop = row_prefix, prefix_stop(row_prefix)
         self._settle()
         where, params = _column_clause(columns)
-        sql = ("SELECT row, family, qualifier, " + ("x''" if keys_only else "value")
+        sql = (f"SELECT row, family, {QUALIFIER}, " + ("x''" if keys_only else VALUE)
                + " FROM cells WHERE tbl = ? AND row >= ?" + where)
         args: list[object] = [self.name, row_start or b"", *params]
         if row_stop is not None:
@@ -332,8 +385,9 @@ class SqliteTable:
         family, qualifier = split_qualified(column)
         with self._transaction() as db:
             db.execute(
-                "INSERT INTO cells VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE "
-                "SET value = CAST(value || excluded.value AS BLOB), ts = excluded.ts",
+                f"INSERT INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT DO UPDATE"
+                f" SET value = CAST({VALUE} || excluded.value AS BLOB), ts = excluded.ts,"
+                " z = NULL",
                 (self.name, row, family, qualifier, value, now_ms()))
 
     def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
@@ -344,16 +398,21 @@ class SqliteTable:
         with self._transaction() as db:
             db.execute("DELETE FROM cells WHERE tbl = ? AND row = ?" + where,
                        (self.name, row, *params))
+        self.store.release_free_pages()
+
+    def space_used(self) -> StoreSpace:
+        """The store's file size and pages in use, and this table's data points."""
+        return self.store.space(self.name)
 
     def counter_inc(self, row: bytes, column: bytes, value: int = 1) -> int:
         family, qualifier = split_qualified(column)
         with self._transaction() as db:
             found = db.execute(
-                "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
+                f"SELECT {VALUE} FROM cells WHERE tbl = ? AND row = ? AND family = ? "
                 "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()
             current = int.from_bytes(found[0], "big", signed=True) if found else 0
             new = current + value
-            db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
+            db.execute(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                        (self.name, row, family, qualifier,
                         new.to_bytes(8, "big", signed=True), now_ms()))
         return new
@@ -363,11 +422,11 @@ class SqliteTable:
         family, qualifier = split_qualified(column)
         with self._transaction() as db:
             found = db.execute(
-                "SELECT value FROM cells WHERE tbl = ? AND row = ? AND family = ? "
+                f"SELECT {VALUE} FROM cells WHERE tbl = ? AND row = ? AND family = ? "
                 "AND qualifier = ?", (self.name, row, family, qualifier)).fetchone()
             if (found[0] if found else None) != expected:
                 return False
-            db.execute("INSERT OR REPLACE INTO cells VALUES (?, ?, ?, ?, ?, ?)",
+            db.execute(f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, ?)",
                        (self.name, row, family, qualifier, value, now_ms()))
         return True
 
@@ -377,7 +436,7 @@ class SqliteTable:
         ``family`` in the range: values and write times read by one statement, so one
         snapshot (WAL), and each row's stamp is that of exactly the cells returned. Stored
         bytes: per cell its row key, column name and value (the query byte limit's weight)."""
-        cursor = self._range_query("SELECT row, qualifier, value, ts", row_start, row_stop,
+        cursor = self._range_query(f"SELECT row, {QUALIFIER}, {VALUE}, ts", row_start, row_stop,
                                    family, " ORDER BY row, qualifier")
         prefix = family.encode() + b":"
         current: bytes | None = None
@@ -403,8 +462,8 @@ class SqliteTable:
         per cell, as the query byte limit weighs them), still without reading the values
         (their lengths are in the records)."""
         cursor = self._range_query(
-            "SELECT row, count(*), max(ts), sum(length(row) + ? + length(qualifier)"
-            " + length(value))", row_start, row_stop, family, " GROUP BY row ORDER BY row",
+            f"SELECT row, count(*), max(ts), sum(length(row) + ? + length({QUALIFIER})"
+            f" + {VALUE_LENGTH})", row_start, row_stop, family, " GROUP BY row ORDER BY row",
             head_args=[len(family) + 1])  # "family:" before each qualifier
         while batch := cursor.fetchmany():
             yield from batch
@@ -424,8 +483,8 @@ class SqliteTable:
         cursor = self._db().execute(
             "SELECT row, count(*), (SELECT max(ts) FROM cells AS c WHERE c.tbl = cells.tbl"
             " AND c.row = cells.row AND c.family = cells.family),"
-            " CAST(group_concat(qualifier, x'') AS BLOB),"
-            " CAST(group_concat(value, x'') AS BLOB) FROM cells" + where
+            f" CAST(group_concat({QUALIFIER}, x'') AS BLOB),"
+            f" CAST(group_concat({VALUE}, x'') AS BLOB) FROM cells" + where
             + " GROUP BY row ORDER BY row", args)
         cursor.arraysize = 1000
         while batch := cursor.fetchmany():
@@ -484,6 +543,9 @@ def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:
         if qualifier is None:
             terms.append("family = ?")
             params.append(family)
+        elif (key := pack_qualifier(qualifier)) is not None:  # stored as either
+            terms.append("(family = ? AND qualifier IN (?, ?))")
+            params += [family, qualifier, key]
         else:
             terms.append("(family = ? AND qualifier = ?)")
             params += [family, qualifier]

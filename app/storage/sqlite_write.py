@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
+from app.storage.sqlite_pack import KEY_MIN_BYTES, float_widths, pack, pack_qualifier
 
 log = logging.getLogger(__name__)
 
@@ -80,6 +81,9 @@ _INSERT_ONE = f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES (?, ?, ?, ?, ?, 
 _INSERT_MANY = (f"INSERT OR REPLACE INTO cells ({COLUMNS}) VALUES "
                 + ", ".join(["(?, ?, ?, ?, ?, ?)"] * ROWS_PER_INSERT))
 _MANY_PARAMS = 6 * ROWS_PER_INSERT
+_INSERT_PACKED = (f"INSERT OR REPLACE INTO cells ({COLUMNS}, z) VALUES (?, ?, ?, ?, ?, ?, ?)")
+_DELETE_CELL = "DELETE FROM cells WHERE tbl = ? AND row = ? AND family = ? AND qualifier = ?"
+PACKED_FAMILY = "t"  # data (and rollup) cells: compacted hours are what packing shrinks
 LENGTH = np.dtype("<u4")  # the packed lengths: little-endian on any machine (files move)
 
 
@@ -153,7 +157,7 @@ def staged_records(db: sqlite3.Connection, table: str | None = None,
     return records, last
 
 
-def merge_staged(db: sqlite3.Connection, table: str | None = None) -> None:
+def merge_staged(db: sqlite3.Connection, table: str | None = None, pack: bool = False) -> None:
     """Move the staged cells (of ``table``, or all) into ``cells``, in row order. A staged
     cell is always newer than the one it replaces: other writes to ``cells`` merge first.
     One transaction (the caller's): see docs/performance.md on merging in steps."""
@@ -165,7 +169,7 @@ def merge_staged(db: sqlite3.Connection, table: str | None = None) -> None:
         # Sorted by row for locality (each page of ``cells`` touched once); the sort is stable,
         # so of a cell staged twice the later arrival is inserted last and replaces the other.
         records.sort(key=itemgetter(1))
-        insert_cells(db, records)
+        insert_merged(db, records, pack)
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
         db.execute(f"DELETE FROM staged_batches WHERE seq <= ?{where}", args)
         after = last
@@ -282,7 +286,7 @@ class GroupCommit:
                 # the hour cache's range stamps rely on (docs/cache.md).
                 written_ms = time.time_ns() // 1_000_000
                 for pending in group:
-                    _write(db, pending, written_ms)
+                    _write(db, pending, written_ms, self._store.pack_cells)
             merge = self._count(group)
         except BaseException as exc:  # every writer of the group learns it failed
             error = exc
@@ -300,7 +304,8 @@ class GroupCommit:
         failure is logged, not raised (the cells stay staged; the next read merges them)."""
         try:
             with self._store.transaction() as db:
-                merge_staged(db)
+                merge_staged(db, pack=self._store.pack_cells)
+            self._store.release_free_pages()  # the merged log's pages, beyond a reserve
         except (sqlite3.Error, StorageError):
             log.exception("merging the staged cells of %s failed", self._store.path)
 
@@ -315,15 +320,49 @@ class GroupCommit:
         return True
 
 
-def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int) -> None:
+def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int, pack: bool) -> None:
     count_write(db, pending.table, written_ms)
     if not pending.direct:
         db.execute("INSERT INTO staged_batches (tbl, ts, cells, data) VALUES (?, ?, ?, ?)",
                    (pending.table, written_ms, pending.cells, pending.blob))
         return
     if has_staged(db, pending.table):  # older staged cells first: these are newer
-        merge_staged(db, pending.table)
-    insert_cells(db, records_of(pending.table, pending.puts, written_ms))
+        merge_staged(db, pending.table, pack)
+    insert_packed(db, records_of(pending.table, pending.puts, written_ms), pack)
+
+
+def insert_packed(db: sqlite3.Connection, records: list[Record], packing: bool) -> None:
+    """Insert big cells (a direct write: compacted rows), those of the data family packed
+    where that saves space when ``packing`` (``tsd.storage.sqlite.pack_cells``;
+    sqlite_pack.py: the value deflated, the qualifier kept as its short key), in order (the
+    later write of a cell wins). A cell has one stored form: one written under its key
+    replaces one stored under its qualifier and the other way round (packing on or off).
+    A statement per cell: direct writes are few cells of many bytes each."""
+    for tbl, row, family, qualifier, value, ts in records:
+        key = pack_qualifier(qualifier) if family == PACKED_FAMILY else None
+        if key is None:
+            db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
+            continue
+        if not packing:  # the other form: the cell packed when packing was on
+            db.execute(_DELETE_CELL, (tbl, row, family, key))
+            db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
+            continue
+        packed = pack(value, float_widths(qualifier))
+        db.execute(_DELETE_CELL, (tbl, row, family, qualifier))
+        db.execute(_INSERT_PACKED, (tbl, row, family, key, packed or value, ts,
+                                    2 | (1 if packed is not None else 0)))
+
+
+def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> None:
+    """Insert merged staged cells: compacted columns long enough to have a short key go
+    through :func:`insert_packed` (one stored form per cell), the rest in bulk."""
+    long = [record for record in records if len(record[3]) >= KEY_MIN_BYTES]
+    if not long:
+        insert_cells(db, records)
+        return
+    keyed = {id(record) for record in long if pack_qualifier(record[3]) is not None}
+    insert_cells(db, [record for record in records if id(record) not in keyed])
+    insert_packed(db, [record for record in long if id(record) in keyed], pack)
 
 
 class _Pending:

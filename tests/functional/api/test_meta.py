@@ -170,3 +170,17 @@ def test_other_api_versions(client: FlaskClient, path: str, status: int, message
 def test_api_v1_is_the_same_api(client: FlaskClient) -> None:
     assert client.get("/api/v1/aggregators").get_json() == client.get(
         "/api/aggregators").get_json()
+
+
+def test_stats_report_the_stores_bytes_per_point(client: FlaskClient, backend: str) -> None:
+    points = [{"metric": "a.one", "timestamp": 1356998400 + i, "value": i,
+               "tags": {"host": "web01"}} for i in range(4)]
+    assert client.post("/api/put", json=points).status_code == 204
+    after = stats(client)
+    if backend != "sqlite":  # HBase reports its own disk use
+        assert ("tsd.storage.points", (("type", "embedded"),)) not in after
+        return
+    assert after[("tsd.storage.points", (("type", "embedded"),))] == "4"
+    file_bytes = int(after[("tsd.storage.file_bytes", (("type", "embedded"),))])
+    per_point = float(after[("tsd.storage.bytes_per_point", (("kind", "file"),))])
+    assert file_bytes > 0 and per_point == pytest.approx(file_bytes / 4, rel=1e-3)

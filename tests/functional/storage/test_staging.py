@@ -178,7 +178,7 @@ def test_batches_of_big_cells_go_straight_to_cells_after_older_staged_ones(
 def test_a_failed_bound_merge_fails_no_acknowledged_write(
         path: Path, table: SqliteTable, monkeypatch: pytest.MonkeyPatch,
         caplog: pytest.LogCaptureFixture) -> None:
-    def broken(db: sqlite3.Connection, name: str | None = None) -> None:
+    def broken(db: sqlite3.Connection, name: str | None = None, pack: bool = False) -> None:
         raise sqlite3.OperationalError("disk I/O error")
 
     monkeypatch.setattr(sqlite_write, "STAGE_MAX_CELLS", 1)

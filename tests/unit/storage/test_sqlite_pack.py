@@ -1,0 +1,79 @@
+"""The embedded store's packing at rest: every packed value and key comes back byte for byte."""
+
+from __future__ import annotations
+
+import math
+import struct
+
+import pytest
+
+from app.storage.sqlite_pack import (
+    DECIMAL,
+    PLAIN,
+    PLANES,
+    float_widths,
+    pack,
+    pack_qualifier,
+    unpack,
+    unpack_qualifier,
+    unpacked_length,
+)
+
+
+def floats(values: list[float]) -> bytes:
+    """A compacted value of 4-byte floats, by hand: the floats, then OpenTSDB's 0 byte."""
+    return b"".join(struct.pack(">f", v) for v in values) + b"\0"
+
+
+def test_floats_of_two_decimals_pack_as_decimal_integers() -> None:
+    value = floats([12.34, 99.99, 0.01, 57.0, 3.5] * 40)
+    packed = pack(value, [4] * 200)
+    assert packed is not None and packed[:2] == bytes((DECIMAL, 2))
+    assert unpacked_length(packed) == 801 and unpack(packed) == value
+
+
+def test_doubles_and_floats_mixed_as_the_writer_stores_them() -> None:
+    # What /api/put stores for 12.34 (a double) and 57 as a float (4 bytes), by hand.
+    widths = [8, 4, 8, 8, 4] * 30
+    value = b"".join(struct.pack(">d" if w == 8 else ">f", v) for w, v in
+                     zip(widths, [12.34, 57.0, 0.07, 99.99, 3.5] * 30)) + b"\0"
+    packed = pack(value, widths)
+    assert packed is not None and packed[:2] == bytes((DECIMAL, 2))
+    assert len(packed) < len(value) // 4 and unpack(packed) == value
+
+
+@pytest.mark.parametrize("odd", [math.nan, math.inf, 1e-30, 3.0e38])
+def test_floats_without_a_short_decimal_fall_back_to_the_other_methods(odd: float) -> None:
+    value = floats([1.5] * 99 + [odd])
+    packed = pack(value, [4] * 100)
+    assert packed is not None and packed[0] in (PLAIN, PLANES)
+    assert unpack(packed) == value
+
+
+def test_longs_pack_as_byte_planes_and_small_or_random_values_stay_raw() -> None:
+    longs = b"".join(struct.pack(">q", 1_000_000 + 7 * i) for i in range(100)) + b"\0"
+    packed = pack(longs)
+    assert packed is not None and unpack(packed) == longs
+    assert pack(b"\x01" * 63) is None  # under 64 bytes
+    assert pack(bytes(range(256))) is None  # saves nothing
+
+
+def test_a_steady_column_of_seconds_has_a_short_odd_key() -> None:
+    qualifier = b"".join(struct.pack(">H", (i * 10) << 4 | 0x0B) for i in range(360))
+    key = pack_qualifier(qualifier)
+    # The first two qualifiers, 360 points, one flag (0x0B), offset delta 10 (zigzag 20) x359.
+    assert key == bytes.fromhex("000b00ab" "e802" "000b" "14" "e702")  # odd: no padding
+    assert unpack_qualifier(key) == qualifier and float_widths(qualifier) == [4] * 360
+
+
+def test_irregular_and_millisecond_columns() -> None:
+    gap = [i * 10 for i in range(50)] + [600 + i * 10 for i in range(50)]  # one gap of 110 s
+    qualifier = b"".join(struct.pack(">H", s << 4 | 0x07) for s in gap)
+    key = pack_qualifier(qualifier)
+    assert key is not None and len(key) % 2 == 1 and unpack_qualifier(key) == qualifier
+    assert float_widths(qualifier) is None  # 8-byte longs
+    irregular = [0, 7, 9, 30, 31, 600, 601, 3599]  # every difference another: no shorter
+    assert pack_qualifier(b"".join(struct.pack(">H", s << 4) for s in irregular)) is None
+    ms = b"".join(struct.pack(">I", 0xF0000000 | (i * 10) << 6 | 0x0B) for i in range(8))
+    assert pack_qualifier(ms) is None and float_widths(ms) is None
+    assert pack_qualifier(qualifier[:14]) is None  # 7 points: too short to bother
