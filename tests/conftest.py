@@ -116,7 +116,9 @@ def backend_config(backend: str, tmp_path: Path, extra: dict[str, Any] | None = 
 
 
 def make_tsdb(config: dict[str, Any]) -> TSDB:
+    """A TSDB as the server and the CLI open one (tree processing attached from above)."""
     tsdb = TSDB(load_config(config, environ={}))
+    attach_tree_processing(tsdb)
     create_tables(tsdb.store, tsdb.config)
     return tsdb
 
