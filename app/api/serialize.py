@@ -28,7 +28,6 @@ are formatted once per response (``KeyCache``).
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,6 +35,7 @@ import numpy as np
 import orjson
 
 from app.engine.model import BoolArray, Float64Array, GroupResult, Int64Array
+from app.jackson import java_double
 from app.query.ast import Query, RateOptions, SubQuery
 from app.query.limits import NO_DEADLINE, Deadline
 
@@ -56,29 +56,6 @@ class RawJson:
         return f"RawJson({self.text[:60]!r})"
 
 
-def java_double(value: float) -> str:
-    """Java's ``Double.toString`` (shortest digits), NaN/Infinity quoted as Jackson does."""
-    if math.isnan(value):
-        return '"NaN"'
-    if math.isinf(value):
-        return '"Infinity"' if value > 0 else '"-Infinity"'
-    magnitude = abs(value)
-    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
-        return repr(value)  # Python's shortest repr is positional in this range, like Java
-    text = repr(magnitude)
-    if "e" in text:
-        mantissa, exp_text = text.split("e")
-        digits, exponent = mantissa.replace(".", ""), int(exp_text)
-    else:
-        whole, frac = text.split(".")
-        if whole != "0":
-            digits, exponent = whole + frac, len(whole) - 1
-        else:
-            zeros = len(frac) - len(frac.lstrip("0"))
-            digits, exponent = frac[zeros:], -(zeros + 1)
-    digits = digits.rstrip("0") or "0"
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
 def _sci_from_positional(text: str) -> str:

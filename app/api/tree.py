@@ -14,7 +14,8 @@ from app.api import bp
 from app.api.body import json_body, param
 from app.api.uid import api_method, has_content, meta_response
 from app.errors import BadRequestError, NoSuchUniqueId, NotFoundError
-from app.meta.codec import jackson_string, java_hashmap_order
+from app.jackson import jackson_string
+from app.meta.codec import java_hashmap_order
 from app.meta.store import NotModified, load_ts_meta
 from app.meta.tree_builder import TreeBuilder
 from app.meta.tree_codec import RULE_TYPES, TreeRule, tree_id_bytes

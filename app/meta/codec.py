@@ -26,6 +26,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.jackson import jackson_string, java_double
+
 META_FAMILY = b"name"
 TS_META_QUALIFIER = b"ts_meta"
 TS_COUNTER_QUALIFIER = b"ts_ctr"
@@ -37,8 +39,6 @@ KIND_OF_TYPE = {"metric": "metrics", "metrics": "metrics", "tagk": "tagk", "tagv
 # The fields a user may set, for POST (only those given) and PUT (all, defaults otherwise).
 UID_USER_FIELDS = ("display_name", "description", "notes", "custom")
 TS_USER_FIELDS = UID_USER_FIELDS + ("units", "data_type", "retention", "max", "min")
-_JACKSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
-                          "\f": "\\f", "\r": "\\r"}
 
 
 def uid_meta_column(kind: str) -> bytes:
@@ -227,21 +227,6 @@ def _custom(custom: Mapping[str, str] | None) -> str:
                           for k in java_hashmap_order(custom)) + "}"
 
 
-def jackson_string(text: str) -> str:
-    """A JSON string literal as Jackson's default generator writes it (the twin of
-    ``app.tsdb.annotation_model.jackson_string``; this package imports nothing from app.tsdb,
-    which imports it)."""
-    out = ['"']
-    for char in text:
-        escaped = _JACKSON_SHORT_ESCAPES.get(char)
-        if escaped is not None:
-            out.append(escaped)
-        elif char < " ":
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
 
 
 def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
@@ -264,26 +249,3 @@ def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
     return sorted(ordered, key=bucket)
 
 
-def java_double(value: float) -> str:
-    """Jackson's ``writeNumber(double)``: ``Double.toString``, NaN and infinities quoted."""
-    if math.isnan(value):
-        return '"NaN"'
-    if math.isinf(value):
-        return '"Infinity"' if value > 0 else '"-Infinity"'
-    magnitude = abs(value)
-    if magnitude == 0 or 1e-3 <= magnitude < 1e7:
-        return repr(value)  # Python's shortest repr is positional here, like Java's
-    text = repr(magnitude)
-    if "e" in text:
-        mantissa, exp_text = text.split("e")
-        digits, exponent = mantissa.replace(".", ""), int(exp_text)
-    else:
-        whole, frac = text.split(".")
-        if whole != "0":
-            digits, exponent = whole + frac, len(whole) - 1
-        else:
-            zeros = len(frac) - len(frac.lstrip("0"))
-            digits, exponent = frac[zeros:], -(zeros + 1)
-    digits = digits.rstrip("0") or "0"
-    sign = "-" if value < 0 else ""
-    return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"

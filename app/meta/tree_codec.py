@@ -22,7 +22,7 @@ import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from app.meta.codec import jackson_string
+from app.jackson import jackson_string, java_string_hash
 
 TREE_FAMILY = b"t"
 TREE_COLUMN = b"t:tree"
@@ -52,13 +52,6 @@ def rule_qualifier(level: int, order: int) -> bytes:
     return RULE_PREFIX + f"{level}:{order}".encode()
 
 
-def java_string_hash(text: str) -> int:
-    """``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be", errors="surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def hash_bytes(text: str) -> bytes:

@@ -22,13 +22,12 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.errors import BadRequestError
+from app.jackson import jackson_string, java_string_hash
 
 SECOND_MASK = 0xFFFFFFFF00000000
 LONG_MAX = 2**63 - 1
 # The fields whose setters OpenTSDB tracks as "changed" (Annotation#initializeChangedMap).
 TRACKED = ("end_time", "description", "notes", "custom")
-_JACKSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
-                          "\f": "\\f", "\r": "\\r"}
 
 
 def to_ms(ts: int) -> int:
@@ -112,28 +111,8 @@ class Note:
 # --- Java and Jackson compatibility -------------------------------------------------------
 
 
-def jackson_string(text: str) -> str:
-    """A JSON string literal as Jackson's default generator writes it."""
-    out = ['"']
-    for char in text:
-        escaped = _JACKSON_SHORT_ESCAPES.get(char)
-        if escaped is not None:
-            out.append(escaped)
-        elif char < " ":
-            out.append(f"\\u{ord(char):04X}")
-        else:
-            out.append(char)
-    out.append('"')
-    return "".join(out)
 
 
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` over UTF-16 code units, as a signed 32-bit int."""
-    h = 0
-    data = text.encode("utf-16-be", errors="surrogatepass")
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h & 0x80000000 else h
 
 
 def java_hashmap_order(keys: Iterable[str]) -> list[str]:
