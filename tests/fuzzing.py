@@ -36,11 +36,14 @@ def operations() -> list[tuple[str, str]]:
 
 def assert_not_a_failure(status: int, text: str, what: str) -> None:
     """A deliberate 501 is fine; any other status >= 500 is a server failure. A 4xx is JSON:
-    OpenTSDB's error body, or the per-item report of ``/api/put`` and ``/api/uid/assign``."""
+    OpenTSDB's error body, the per-item report of ``/api/put`` and ``/api/uid/assign``, or
+    ``/api/uid/rename``'s ``{"result": "false", "error": "..."}`` (2.4's UniqueIdRpc)."""
     assert status < 500 or status == 501, f"{status} for {what}: {text[:500]}"
     if status >= 400:
         body = json.loads(_unwrap_jsonp(text))
-        if "error" in body:
+        if body.get("result") == "false":
+            assert status == 400 and isinstance(body.get("error"), str), text[:300]
+        elif "error" in body:
             assert body["error"]["code"] == status, text[:300]
 
 

@@ -28,6 +28,14 @@ DEMO_METRICS = {"sys.cpu.user", "sys.cpu.system", "sys.mem.used_bytes", "net.if.
 COUNTERS = {"net.if.bytes_in", "net.if.bytes_out", "http.requests"}  # demo spec: use with rate
 
 
+@pytest.fixture(autouse=True)
+def _keep_the_run_dir_out(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """gunicorn.conf.py (run here with runpy) makes a server's run directory and exports it
+    when none is set; given one, it exports nothing that outlives the test (the tests after
+    this module count in this process's memory, not in a server's files)."""
+    monkeypatch.setenv("PYTSD_RUN_DIR", str(tmp_path))
+
+
 def load_yaml(relative: str) -> dict[str, Any]:
     data = yaml.safe_load((ROOT / relative).read_text(encoding="utf-8"))
     assert isinstance(data, dict)
