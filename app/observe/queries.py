@@ -22,6 +22,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from app.observe import pid_alive
+
 LOG = logging.getLogger("app.query.log")
 COMPLETED_RING = 256  # OpenTSDB's COMPLETED_QUERY_CACHE_SIZE
 RUN_DIR_ENV = "PYTSD_RUN_DIR"
@@ -186,13 +188,7 @@ def _read_lines(path: str) -> list[dict[str, Any]]:
 def _alive(path: str) -> bool:
     """Whether the worker that wrote ``running-<pid>.json`` still runs (a dead one's queries
     are not running any more)."""
-    pid = int(os.path.basename(path)[len("running-"):-len(".json")])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
+    return pid_alive(int(os.path.basename(path)[len("running-"):-len(".json")]))
     return True
 
 

@@ -25,6 +25,8 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
+from app.observe import pid_alive
+
 LOG = logging.getLogger(__name__)
 
 SLOTS = 64  # the most workers whose connections are counted
@@ -53,7 +55,7 @@ class ConnectionShares:
         with self._lock:
             for slot in range(SLOTS):
                 owner = self._cells[2 * slot]
-                if owner == 0 or not _alive(owner):
+                if owner == 0 or not pid_alive(owner):
                     self._cells[2 * slot], self._cells[2 * slot + 1] = pid, 0
                     self._slot = slot
                     return True
@@ -86,14 +88,6 @@ class ConnectionShares:
         return mine > share + slack
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Acceptor:
