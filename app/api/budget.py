@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from flask import current_app, request
 
-from app.api.query_tracking import CLIENT_GONE
-from app.query.budget import ENVIRON_KEY, Budget
+from app.query.budget import CLIENT_GONE, ENVIRON_KEY, Budget
 
 
 def request_budget() -> Budget:

@@ -23,6 +23,7 @@ from app.errors import TsdbError
 from app.observe import metrics
 from app.observe.queries import QueryRecord, query_log
 from app.query.ast import Query
+from app.query.budget import CLIENT_GONE
 from app.query.validate import describe_query
 from app.tsdb.admission import QueryRefusedError, admission_for
 
@@ -31,8 +32,6 @@ LOG = logging.getLogger("app.query.log")
 HIDDEN_HEADERS = frozenset({"authorization", "proxy-authorization", "cookie", "x-tsd-token"})
 DASHBOARD_PATH = re.compile(r"/d(?:-solo)?/([^/?#]+)")
 OUTCOMES = {200: "ok", 400: "bad_request", 408: "timeout", 413: "limit", 499: "client_gone"}
-# The server's environ key (app/server/wsgi_bridge.py): set when the client went away.
-CLIENT_GONE = "pytsd.client_gone"
 
 
 def attribution(headers: Headers | Mapping[str, str]) -> dict[str, str | None]:

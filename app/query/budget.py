@@ -29,6 +29,9 @@ from app.query.limits import Deadline, QueryLimits
 
 # The WSGI environ key under which a request's budget waits for the serving layer.
 ENVIRON_KEY = "pytsd.budget"
+# The WSGI environ key under which the server puts a threading.Event it sets when the client
+# went away while its request ran (app/server/http.py sets it; the budget and the lanes read it).
+CLIENT_GONE = "pytsd.client_gone"
 
 
 class QueryCancelledError(QueryTimeoutError):

@@ -16,11 +16,12 @@ from typing import Protocol
 import h11
 
 from app.observe.metrics import SERVER_REFUSED
+from app.query.budget import CLIENT_GONE
 from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
 from app.server.streams import drain, read_block
-from app.server.wsgi_bridge import CLIENT_GONE, Reply, Request, build_environ, error_reply
+from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
 
 WATCH_S = 0.25  # how often a running request's connection is looked at
 

@@ -14,8 +14,6 @@ from app.server.errors import error_body
 
 log = logging.getLogger(__name__)
 
-# environ key: a threading.Event set when the client went away while its request ran.
-CLIENT_GONE = "pytsd.client_gone"
 
 WsgiApp = Callable[[dict[str, Any], Callable[..., Any]], Iterable[bytes]]
 
