@@ -1,13 +1,14 @@
 """How Java and Jackson print values, for OpenTSDB's exact JSON (pure; imports nothing).
 
-Annotations, meta data, trees and query answers all need the same three: a string literal as
-Jackson's generator escapes it, a double as ``Double.toString`` prints it, and
-``String.hashCode`` (which orders Java's ``HashMap`` keys and names tree leaves).
+Annotations, meta data, trees and query answers all need the same pieces: a string literal as
+Jackson's generator escapes it, a double as ``Double.toString`` prints it, ``String.hashCode``
+(which names tree leaves) and the order a copied ``HashMap`` iterates its keys in.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 
 _JACKSON_SHORT_ESCAPES = {'"': '\\"', "\\": "\\\\", "\b": "\\b", "\t": "\\t", "\n": "\\n",
                           "\f": "\\f", "\r": "\\r"}
@@ -60,3 +61,31 @@ def java_double(value: float) -> str:
     digits = digits.rstrip("0") or "0"
     sign = "-" if value < 0 else ""
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
+
+
+def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
+    """The iteration order of ``new HashMap<>(map)`` over these keys (Java 8+).
+
+    OpenTSDB's ``setCustom`` copies the map it is given, so the table is sized by the copy
+    constructor: ``tableSizeFor((int) (size / 0.75f + 1))``; ``capacity`` instead names a
+    map made with that capacity that never grew (``new HashMap<>()``: 16). Iteration goes
+    bucket by bucket, the bucket being ``(h ^ (h >>> 16)) & (capacity - 1)``; keys sharing a
+    bucket keep the order they were inserted in, so sorting by (bucket, key) is a fixed point
+    of OpenTSDB's parse-then-write round trip.
+    """
+    ordered = sorted(keys)
+    if not capacity:
+        capacity = _table_size_for(int(len(ordered) / 0.75 + 1))
+
+    def bucket(key: str) -> int:
+        h = java_string_hash(key) & 0xFFFFFFFF
+        return (h ^ (h >> 16)) & (capacity - 1)
+
+    return sorted(ordered, key=bucket)
+
+
+def _table_size_for(wanted: int) -> int:
+    capacity = 1
+    while capacity < wanted:
+        capacity <<= 1
+    return capacity

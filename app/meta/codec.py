@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from app.jackson import jackson_string, java_double
+from app.jackson import jackson_string, java_double, java_hashmap_order
 
 META_FAMILY = b"name"
 TS_META_QUALIFIER = b"ts_meta"
@@ -225,27 +225,5 @@ def _custom(custom: Mapping[str, str] | None) -> str:
         return "null"
     return "{" + ",".join(f"{jackson_string(k)}:{jackson_string(custom[k])}"
                           for k in java_hashmap_order(custom)) + "}"
-
-
-
-
-def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
-    """The order ``new HashMap<>(map)`` iterates these keys (``setCustom`` copies the map):
-    by bucket ``(h ^ h >>> 16) & (capacity - 1)`` of ``String.hashCode``, then by key.
-    ``capacity``: a map made with ``new HashMap<>()`` (16) that never grew."""
-    ordered = sorted(keys)
-    if not capacity:
-        capacity = 1
-        while capacity < int(len(ordered) / 0.75 + 1):
-            capacity <<= 1
-
-    def bucket(key: str) -> int:
-        h = 0
-        data = key.encode("utf-16-be", errors="surrogatepass")
-        for i in range(0, len(data), 2):
-            h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(ordered, key=bucket)
 
 

@@ -17,12 +17,12 @@ Nothing here does IO.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from app.errors import BadRequestError
-from app.jackson import jackson_string, java_string_hash
+from app.jackson import jackson_string, java_hashmap_order
 
 SECOND_MASK = 0xFFFFFFFF00000000
 LONG_MAX = 2**63 - 1
@@ -106,39 +106,6 @@ class Note:
         if self.custom:
             haystack += [text for pair in self.custom.items() for text in pair]
         return any(needle in text.casefold() for text in haystack)
-
-
-# --- Java and Jackson compatibility -------------------------------------------------------
-
-
-
-
-
-
-def java_hashmap_order(keys: Iterable[str]) -> list[str]:
-    """The iteration order of ``new HashMap<>(map)`` over these keys (Java 8+).
-
-    OpenTSDB's ``setCustom`` copies the map it is given, so the table is sized by the copy
-    constructor: ``tableSizeFor((int) (size / 0.75f + 1))``. Iteration goes bucket by bucket,
-    the bucket being ``(h ^ (h >>> 16)) & (capacity - 1)``; keys sharing a bucket keep the
-    order they were inserted in, so sorting by (bucket, key) is a fixed point of OpenTSDB's
-    parse-then-write round trip.
-    """
-    ordered = sorted(keys)
-    capacity = _table_size_for(int(len(ordered) / 0.75 + 1))
-
-    def bucket(key: str) -> int:
-        h = java_string_hash(key) & 0xFFFFFFFF
-        return (h ^ (h >> 16)) & (capacity - 1)
-
-    return sorted(ordered, key=bucket)
-
-
-def _table_size_for(wanted: int) -> int:
-    capacity = 1
-    while capacity < wanted:
-        capacity <<= 1
-    return capacity
 
 
 # --- reading ---------------------------------------------------------------------------------

@@ -9,11 +9,9 @@ from __future__ import annotations
 import pytest
 
 from app.errors import BadRequestError
+from app.jackson import jackson_string, java_hashmap_order, java_string_hash
 from app.tsdb.annotation_model import (
     Note,
-    jackson_string,
-    java_hashmap_order,
-    java_string_hash,
     merge,
     note_from_json,
     note_from_storage,
