@@ -14,8 +14,11 @@ import requests
 
 from tests.e2e.tsd_process import gunicorn_server
 
-# The demo data set: a day ending now at 10 s. Six hours of it, downsampled by the read.
-QUERY = "/api/query?start=6h-ago&m=sum:1m-avg:sys.cpu.user{dc=*}"
+# The demo data set: a day ending now at 10 s. Six whole hours of it, downsampled by the read;
+# absolute and hour-aligned, so that answers asked for a minute apart cover the same points.
+HOUR_S = 3600
+END_S = int(time.time()) // HOUR_S * HOUR_S
+QUERY = f"/api/query?start={END_S - 6 * HOUR_S}&end={END_S}&m=sum:1m-avg:sys.cpu.user{{dc=*}}"
 SPLIT = {"TSD_QUERY_SPLIT_MIN_POINTS": "0", "TSD_CORE_AUTO_CREATE_METRICS": "true"}
 
 
