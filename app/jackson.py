@@ -63,25 +63,38 @@ def java_double(value: float) -> str:
     return f"{sign}{digits[0]}.{digits[1:] or '0'}E{exponent}"
 
 
-def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
-    """The iteration order of ``new HashMap<>(map)`` over these keys (Java 8+).
+def java_hashmap_iteration(keys: Iterable[str], capacity: int = 16) -> list[str]:
+    """``keys`` (insertion order, repeats ignored) in the order a Java 8+ ``HashMap`` made
+    with ``capacity`` iterates them.
 
-    OpenTSDB's ``setCustom`` copies the map it is given, so the table is sized by the copy
-    constructor: ``tableSizeFor((int) (size / 0.75f + 1))``; ``capacity`` instead names a
-    map made with that capacity that never grew (``new HashMap<>()``: 16). Iteration goes
-    bucket by bucket, the bucket being ``(h ^ (h >>> 16)) & (capacity - 1)``; keys sharing a
-    bucket keep the order they were inserted in, so sorting by (bucket, key) is a fixed point
-    of OpenTSDB's parse-then-write round trip.
+    Iteration goes bucket by bucket, the bucket being ``(h ^ (h >>> 16)) & (capacity - 1)`` of
+    ``String.hashCode``; keys sharing a bucket keep their insertion order. The table doubles
+    once it holds more than ``capacity * 0.75`` keys, and a resize splits buckets without
+    reordering them, so the order follows from the final capacity alone.
     """
-    ordered = sorted(keys)
-    if not capacity:
-        capacity = _table_size_for(int(len(ordered) / 0.75 + 1))
+    unique = list(dict.fromkeys(keys))
+    capacity = _table_size_for(max(capacity, 1))
+    while len(unique) > int(capacity * 0.75):
+        capacity <<= 1
+    position = {key: i for i, key in enumerate(unique)}
 
     def bucket(key: str) -> int:
         h = java_string_hash(key) & 0xFFFFFFFF
         return (h ^ (h >> 16)) & (capacity - 1)
 
-    return sorted(ordered, key=bucket)
+    return sorted(unique, key=lambda key: (bucket(key), position[key]))
+
+
+def java_hashmap_order(keys: Iterable[str], capacity: int = 0) -> list[str]:
+    """The iteration order of ``new HashMap<>(map)`` over these keys.
+
+    OpenTSDB's ``setCustom`` copies the map it is given, so the table is sized by the copy
+    constructor: ``tableSizeFor((int) (size / 0.75f + 1))``; ``capacity`` instead names a
+    map made with that capacity (``new HashMap<>()``: 16). The keys go in sorted, so the order
+    is a fixed point of OpenTSDB's parse-then-write round trip whatever order they came in.
+    """
+    ordered = sorted(keys)
+    return java_hashmap_iteration(ordered, capacity or int(len(ordered) / 0.75 + 1))
 
 
 def _table_size_for(wanted: int) -> int:

@@ -24,7 +24,7 @@ import numpy as np
 from app.api.serialize import RawJson, _format_values
 from app.engine.expression import Row, SeriesSet, VarSeries, row_of
 from app.engine.model import Float64Array, Int64Array
-from app.query.expression.javaorder import hashmap_order
+from app.jackson import java_hashmap_iteration
 from app.query.expression.model import ExpQuery, FillPolicy, Output
 
 LONG_MAX = 2**63 - 1
@@ -35,7 +35,7 @@ def _meta(rows: list[Row]) -> list[dict[str, Any]]:
     meta: list[dict[str, Any]] = [{"index": 0, "metrics": ["timestamp"]}]
     for i, row in enumerate(rows):
         meta.append({"index": i + 1, "metrics": metrics,
-                     "commonTags": {k: row.tags[k] for k in hashmap_order(row.tags)},
+                     "commonTags": {k: row.tags[k] for k in java_hashmap_iteration(row.tags)},
                      "aggregatedTags": [name for _, name in row.agg_tags]})
     return meta
 

@@ -32,8 +32,8 @@ from app.engine.expression import (
 )
 from app.engine.model import GroupResult
 from app.errors import BadRequestError
+from app.jackson import java_hashmap_iteration
 from app.query.ast import Query
-from app.query.expression.javaorder import hashmap_order
 from app.query.expression.jexl import Node
 from app.query.expression.model import ExpQuery, ExpQueryError, Output, parse_exp_query
 from app.query.expression.validate import validate_exp_query
@@ -66,7 +66,7 @@ def query_exp() -> Response:
     record_points_read(sum(stats["dpsRead"] for stats in outcome.stats.values()))
     inputs = _inputs(tsdb, exp, outcome.results, source_of)
     budget.check_estimate("the expressions", _estimated_points(exp, inputs))
-    ctx = Context(inputs, hashmap_order([m.id or "" for m in exp.metrics or ()],
+    ctx = Context(inputs, java_hashmap_iteration([m.id or "" for m in exp.metrics or ()],
                                         len(exp.metrics or ())), exp.parsed, deadline=budget)
     try:
         outputs = []

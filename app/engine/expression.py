@@ -17,7 +17,7 @@ other expressions. Evaluating one, as 2.4 does:
    that is not a Double or Boolean is 2.4's error.
 
 The iteration orders of 2.4's hash maps decide which variable's tags a row carries
-(``app.query.expression.javaorder``).
+(``app.jackson.java_hashmap_iteration``).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from app.engine.expression_eval import BOOL, DOUBLE, JAVA_TYPE, evaluate
 from app.engine.model import Float64Array, Int64Array
-from app.query.expression.javaorder import hashmap_order
+from app.jackson import java_hashmap_iteration
 from app.query.expression.model import Expression, Join
 from app.query.limits import NO_DEADLINE, Deadline
 
@@ -159,9 +159,9 @@ def _subs(expression: Expression, ctx: Context) -> list[_Sub]:
     """The variables in the order of 2.4's ``results``/``queries`` hash maps."""
     names = set(expression.variables)
     inserted = [m for m in ctx.metric_order if m in names]
-    inserted += [v for v in hashmap_order(expression.variables) if v in ctx.expressions]
-    results = hashmap_order(inserted)
-    queries = hashmap_order(results, len(results))
+    inserted += [v for v in java_hashmap_iteration(expression.variables) if v in ctx.expressions]
+    results = java_hashmap_iteration(inserted)
+    queries = java_hashmap_iteration(results, len(results))
     subs: list[_Sub] = []
     for name in queries:
         if name in ctx.metrics:
@@ -292,7 +292,7 @@ def _check_types(exp_id: str, expression: Expression, kinds: np.ndarray) -> None
 def _row_meta(subs: list[_Sub], entry: list[int | None]) -> Row:
     """The first variable (2.4's result map order) gives the tags; metrics and aggregated
     tags are the union over all variables."""
-    order = hashmap_order([sub.id for sub in subs], len(subs))
+    order = java_hashmap_iteration([sub.id for sub in subs], len(subs))
     by_id = {sub.id: (sub, entry[position]) for position, sub in enumerate(subs)}
     first_sub, first_index = by_id[order[0]]
     first = first_sub.rows[first_index] if first_index is not None else None

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from app.errors import BadRequestError, TsdbError
+from app.jackson import java_hashmap_iteration
 
 MAX_MS_TIMESTAMP = 9_999_999_999_999
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -187,30 +188,15 @@ class PointBatch:
 
 
 def java_hashmap_order(pairs: TagPairs) -> list[tuple[str, str]]:
-    """The tags in the order a Java ``HashMap`` filled in this order iterates them.
-
-    Java iterates a HashMap by bucket (``(h ^ h >>> 16) & (capacity - 1)`` of
-    ``String.hashCode``), then by insertion; the capacity starts at 16 and doubles past
-    a load factor of 0.75. OpenTSDB's messages list tags, and check them, in this order.
-    """
+    """The tags in the order a Java ``HashMap`` filled in this order iterates them
+    (OpenTSDB's messages list tags, and check them, in this order)."""
     unique = dict(pairs)
-    capacity = 16
-    while len(unique) > capacity * 0.75:
-        capacity *= 2
-    return sorted(unique.items(), key=lambda kv: _java_bucket(kv[0], capacity))
+    return [(key, unique[key]) for key in java_hashmap_iteration(unique)]
 
 
 def java_hashmap_text(pairs: TagPairs) -> str:
     """``HashMap.toString()`` of tags inserted in this order: ``{k1=v1, k2=v2}``."""
     return "{" + ", ".join(f"{echo(k)}={echo(v)}" for k, v in java_hashmap_order(pairs)) + "}"
-
-
-def _java_bucket(text: str, capacity: int) -> int:
-    units = text.encode("utf-16-be")  # String.hashCode runs over UTF-16 code units
-    h = 0
-    for i in range(0, len(units), 2):
-        h = (31 * h + (units[i] << 8 | units[i + 1])) & 0xFFFFFFFF
-    return (h ^ (h >> 16)) & (capacity - 1)
 
 
 def java_bytes_text(raw: bytes) -> str:

@@ -14,7 +14,7 @@ from typing import TypeVar
 
 from app.engine.aggregators import AGGREGATORS
 from app.errors import TsdbError
-from app.query.expression.javaorder import hashmap_order
+from app.jackson import java_hashmap_iteration
 from app.query.expression.jexl import ExpressionSyntaxError, parse, variables
 from app.query.expression.model import (
     Downsampler,
@@ -137,7 +137,7 @@ def validate_exp_query(query: ExpQuery, now_ms: int) -> ExpQuery:
                 raise ExpQueryError(
                     f"unrecognized filter id {metric.filter} in metric {metric.id}")
     for expression in expressions:
-        for var in hashmap_order(expression.variables):
+        for var in java_hashmap_iteration(expression.variables):
             if var not in ids:
                 raise ExpQueryError(f"Expression [{expression.expr}] was missing input {var}")
     parsed = {e.id or "": e for e in expressions}
@@ -184,8 +184,8 @@ def _plan_checks(query: ExpQuery) -> None:
         if not expression.variables:
             raise ExpQueryError("The expression didn't appear to have any variables")
     edges: dict[str, set[str]] = {}
-    for exp_id in hashmap_order(query.parsed, len(query.parsed)):
-        for var in hashmap_order(query.parsed[exp_id].variables):
+    for exp_id in java_hashmap_iteration(query.parsed, len(query.parsed)):
+        for var in java_hashmap_iteration(query.parsed[exp_id].variables):
             if var not in query.parsed:
                 continue
             if var == exp_id:
