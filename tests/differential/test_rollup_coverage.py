@@ -78,10 +78,10 @@ class Scenario:
         try:
             self.java.stop()
         finally:
-            store = self.tsdb.store
-            drop = getattr(store, "drop_tables", None)
-            if drop is not None:
-                drop()
+            from app.storage.hbase import HBaseStore
+
+            assert isinstance(self.tsdb.store, HBaseStore)
+            self.tsdb.store.drop_tables()
             self.tsdb.close()
 
     def covered(self) -> list[int]:
@@ -213,7 +213,9 @@ def test_computed_rollups_answer_as_opentsdb_reading_raw(scenario: Scenario) -> 
     while True:  # during the backfill (one hour a pass) and once it is done
         seen.add(len(scenario.covered()))
         check(scenario, pytsd, "backfill")
+        seen.add(len(scenario.covered()))
         if HOURS in seen:
+            check(scenario, pytsd, "after")
             break
         assert time.monotonic() - started < BACKFILL_TIMEOUT_S, f"backfill stuck: {seen}"
     assert any(0 < hours < HOURS for hours in seen), f"never asked during the backfill: {seen}"
