@@ -86,10 +86,11 @@ class Scenario:
             self.tsdb.close()
 
     def covered(self) -> list[int]:
-        """The hours (since ``first``) whose rollups hold for every tracked interval."""
+        """The hours (since ``first``; -1 the hour before the data) whose rollups hold for
+        every tracked interval."""
         record = coverage.read(self.tsdb)
         return [(h - self.first) // 3600 for h in sorted(record.hours())
-                if self.first <= h < self.hour
+                if self.first - 3600 <= h < self.hour
                 and all(record.valid(h, i.interval) for i in coverage.tracked(self.tsdb))]
 
     def ranges(self) -> list[tuple[int, int]]:
@@ -256,9 +257,11 @@ def test_computed_rollups_answer_as_opentsdb_reading_raw(scenario: Scenario) -> 
                        f"{METRIC} {scenario.first - 1800} 4.5 host=b"])
     assert scenario.covered() == [h for h in everything if h != 3]
     check(scenario, pytsd, "import")
+    everything = [-1, *everything]  # the imported hour before the data is rolled too
+    _wait_covered(scenario, everything)
+    check(scenario, pytsd, "import-rolled")
 
     # a query delete inside a rolled hour (part of one host's points)
-    _wait_covered(scenario, everything)
     delete = {"start": scenario.first + 4 * 3600 + 900, "end": scenario.first + 4 * 3600 + 1500,
               "delete": True, "queries": [{"aggregator": "sum", "metric": METRIC,
                                            "tags": {"host": "a"}}]}
