@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -17,8 +16,6 @@ from app.query.budget import Budget
 from app.query.validate import describe_query
 from app.tsdb import TSDB
 from app.tsdb.reader import SeriesReader
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -38,15 +35,14 @@ def run_query(tsdb: TSDB, query: Query, *, keep_scanned: bool = False,
     started = time.perf_counter()
     budget = budget or Budget.from_config(tsdb.config)
     budget.bounds.check_query(query)
-    budget.check()  # called off (or out of time) before it started
     outcome = QueryOutcome(results=[])
     try:
+        budget.check()  # called off (or out of time) before it started
         for sub in query.queries:
             outcome.results += _run_sub(tsdb, query, sub, outcome, budget, keep_scanned)
             budget.check(sub.index)
     except (QueryLimitError, QueryTimeoutError) as exc:
-        exc.details = describe_query(query)
-        log.warning("%s: %s", exc.message, exc.details)
+        exc.details = describe_query(query)  # logged once, by the query log that refuses it
         raise
     if query.global_annotations and not query.no_annotations:
         from app.tsdb.annotations import global_annotations
