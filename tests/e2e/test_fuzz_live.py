@@ -20,7 +20,7 @@ import schemathesis
 from hypothesis import HealthCheck, given, seed, settings
 from schemathesis import GenerationMode
 
-from tests.e2e.tsd_process import gunicorn_server
+from tests.e2e.tsd_process import gunicorn_server, workers_peak_rss_kb
 from tests.fuzzing import (
     OPENAPI,
     REQUESTS_PER_EXAMPLE,
@@ -63,14 +63,7 @@ MASTER_PID: dict[str, int] = {}
 
 def worker_peak_rss_kb(base_url: str) -> list[int]:
     """VmHWM (peak resident memory) of each gunicorn worker of the server."""
-    master = MASTER_PID[base_url]
-    children = Path(f"/proc/{master}/task/{master}/children").read_text().split()
-    peaks = []
-    for pid in children:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmHWM:"):
-                peaks.append(int(line.split()[1]))
-    return peaks
+    return workers_peak_rss_kb(MASTER_PID[base_url])
 
 
 def workers_cpu_s(base_url: str) -> float:

@@ -57,6 +57,17 @@ class TsdProcess:
         return stop_process_group(self.process, sig, timeout_s)
 
 
+def workers_peak_rss_kb(master_pid: int) -> list[int]:
+    """VmHWM (peak resident memory, KiB) of each worker of the gunicorn master ``master_pid``."""
+    children = Path(f"/proc/{master_pid}/task/{master_pid}/children").read_text().split()
+    peaks = []
+    for pid in children:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                peaks.append(int(line.split()[1]))
+    return peaks
+
+
 def stop_process_group(process: subprocess.Popen[bytes], sig: int = signal.SIGTERM,
                        timeout_s: float = 30.0) -> int:
     """Signal a server started with ``start_new_session`` (gunicorn and its workers), wait for
