@@ -17,9 +17,11 @@ from flask import Response, current_app, jsonify, request
 from app.api import bp, stats
 from app.api.body import has_param, json_body, param, parse_int_param
 from app.api.budget import request_budget
+from app.api.query_tracking import admitted
 from app.api.serialize import java_double
 from app.errors import BadRequestError
 from app.tsdb import TSDB
+from app.tsdb.admission import WILDCARD_FACTOR, last_cost
 from app.tsdb.last import LastPoint, LastQuery, last_points
 from app.tsdb.lookup import Pair, name_series, parse_lookup_m
 
@@ -110,8 +112,10 @@ def query_last() -> Response:
     budget = request_budget()
     for query in queries:
         budget.bounds.check_tsuids(len(query.tsuids))
-    points = last_points(tsdb, queries, _back_scan_hours(tsdb, back_scan),
-                         time.time_ns() // 1_000_000, budget)
+    hours = _back_scan_hours(tsdb, back_scan)
+    series = sum(len(query.tsuids) or WILDCARD_FACTOR for query in queries)
+    with admitted(last_cost(series, hours)):  # a lane, as /api/query: cheap ones never wait
+        points = last_points(tsdb, queries, hours, time.time_ns() // 1_000_000, budget)
     stats.record_points_read(len(points))
     rendered = (_render(tsdb, point, resolve) for point in points)
     return jsonify([item for item in rendered if item is not None])

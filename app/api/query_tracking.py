@@ -120,6 +120,20 @@ def tracked(query: Query) -> Iterator[Tracking]:
                                     for i, s in tracking.stats.items()})
 
 
+@contextmanager
+def admitted(cost: int) -> Iterator[None]:
+    """Admit a read that is not a ``TSQuery`` (``/api/query/last``) to the lane ``cost``
+    names, under the same user and dashboard quotas; it is not listed in /api/stats/query
+    (OpenTSDB lists only TSQuery there)."""
+    who = attribution(request.headers)
+    auth = current_auth()
+    admission = admission_for(current_app.extensions["tsdb"])
+    with admission.admitted(cost, auth.user if auth is not None else who["grafanaUser"],
+                            who["dashboard"], request.environ.get(CLIENT_GONE)) as ticket:
+        metrics.QUEUE_WAIT.labels(ticket.lane).observe(ticket.waited_s)
+        yield
+
+
 def _finish(query: Query, record: QueryRecord, tracking: Tracking, status: int,
             error: BaseException | None) -> None:
     elapsed_ms = record.elapsed_ms()

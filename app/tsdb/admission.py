@@ -126,6 +126,12 @@ def _first_guess(sub: SubQuery, span_ms: int) -> int:
     return max(1, span_ms // POINT_EVERY_MS) * (WILDCARD_FACTOR if patterns else 1)
 
 
+def last_cost(series: int, hours: int) -> int:
+    """What ``/api/query/last`` may read: ``series`` (a metric query counts as a wildcard's
+    ``WILDCARD_FACTOR``) times the hours it scans back, each hour a row of a point per 10 s."""
+    return max(1, series) * max(1, hours) * (3_600_000 // POINT_EVERY_MS)
+
+
 class Admission:
     """The lanes and quotas of one worker process."""
 

@@ -156,3 +156,23 @@ def test_a_query_whose_client_left_stops_waiting_for_its_lane(
     assert answer.status_code == 499 and waited_s < 2  # not the 5 s queue bound
     done = client.get("/api/stats/query").get_json()["completed"][-1]
     assert done["httpResponse"]["code"] == 499
+
+
+def test_query_last_takes_a_lane_too(config_client: Callable[..., FlaskClient]) -> None:
+    client = config_client(**{"tsd.query.expensive_points": 10_000,
+                              "tsd.query.max_queue_ms": 300})
+    tsdb = client.application.extensions["tsdb"]
+    tsuid = (tsdb.metrics.get_id("att.m") + tsdb.tagk.get_id("host")
+             + tsdb.tagv.get_id("a")).hex().upper()
+    expensive = admission_for(tsdb).lanes["expensive"]
+    assert expensive.enter(0)  # the one expensive slot, as a running expensive query holds it
+    try:
+        # One series, one hour back: 360 points, the cheap lane.
+        cheap = client.get(f"/api/query/last?tsuids={tsuid}&back_scan=1")
+        # 100 series over 24 hours: 864,000 points, the expensive lane, full.
+        many = ",".join([tsuid] * 100)
+        refused = client.get(f"/api/query/last?tsuids={many}&back_scan=24")
+    finally:
+        expensive.leave()
+    assert cheap.status_code == 200
+    assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
