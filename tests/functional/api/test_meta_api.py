@@ -234,6 +234,9 @@ def test_tsmeta_create_edit_list_delete(client: FlaskClient, tsdb: TSDB) -> None
 @pytest.mark.parametrize(("method", "url", "status", "message"), [
     ("GET", "/api/uid/tsmeta", 400, "Missing parameter <code>m</code>"),
     ("GET", "/api/uid/tsmeta?m=nope", 404, "Unable to find one of the UIDs"),
+    # OpenTSDB 2.4.1: the tags resolve in a Deferred group, a `*` is a name like any other
+    ("GET", "/api/uid/tsmeta?m=sys.cpu{host=*}", 400,
+     "At least one of the Deferreds failed, first exception:"),
     ("GET", "/api/uid/tsmeta?tsuid=00000G", 400, "Invalid TSUID: 00000G"),
     ("POST", "/api/uid/tsmeta?tsuid=000001000001000001&notes=x", 400,
      "Requested TSMeta did not exist"),
