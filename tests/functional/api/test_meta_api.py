@@ -140,7 +140,8 @@ def test_realtime_uid_stores_uid_meta_on_assignment(make_client: Factory) -> Non
                    b'"created":' + str(created).encode() + b',"custom":null}')
     assert b"name:tagv_meta" in table.row(b"\x00\x00\x01")
     body = client.get("/api/uid/uidmeta?uid=000001&type=tagk").get_json()
-    assert (body["name"], body["created"]) == ("host", created)
+    # assigned just after the metric: the same second, or the next on a loaded machine
+    assert body["name"] == "host" and created <= body["created"] <= int(time.time())
 
 
 # --- /api/uid/uidmeta edits ----------------------------------------------------------------
