@@ -144,13 +144,15 @@ def _masked(cells: dict[tuple[str, bytes, bytes], bytes]) -> dict[tuple[str, byt
     return {key: CREATED.sub(b'"created":0', value) for key, value in cells.items()}
 
 
-def _settled(client: PytsdClient, least: int, timeout_s: float = 30) -> None:
-    """Until OpenTSDB's asynchronous meta and tree writes stop changing O's cells."""
+def _settled(client: PytsdClient, least: int, timeout_s: float = 30, leaf: bool = False) -> None:
+    """Until OpenTSDB's asynchronous meta and tree writes stop changing O's cells (and, with
+    ``leaf``, a series has reached the tree: the TSD has loaded its tree list)."""
     last: dict[Any, bytes] = {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         now = _meta_cells(client)
-        if now == last and len(now) >= least:
+        has_leaf = any(column.startswith(b"t:leaf:") for _, _, column in now)
+        if now == last and len(now) >= least and (has_leaf or not leaf):
             return
         last = now
         time.sleep(1.0)
@@ -179,7 +181,7 @@ def sides() -> Iterator[Sides]:
             thread.join()
         up_s = time.monotonic() - started
         hour_s = (int(time.time()) // HOUR_S + 1) * HOUR_S
-        _write(writer, hour_s, lambda: _settled(foreign, 1))
+        _write(writer, hour_s, lambda: _settled(foreign, 1, leaf=True))
         _write(own, hour_s, lambda: None)
         _settled(foreign, len(_meta_cells(own)))
         print(f"\nmeta: TSDs up {up_s:.1f} s, both wrote in {time.monotonic() - started - up_s:.1f}"
