@@ -124,6 +124,15 @@ def test_cli(tmp_path: Path) -> None:
     fixing = runner.invoke(main, ["fsck", "--fix"], env=env)
     assert fixing.exit_code == 1  # errors were found (and fixed): OpenTSDB's exit code too
     assert runner.invoke(main, ["fsck"], env=env).exit_code == 0
+    tsdb = TSDB(load_config({"tsd.storage": env["TSD_STORAGE"]}, environ={}))
+    tsdb.data_table().put(ROW, {b"t:" + qf(30, F8): ONE_AND_HALF})  # 4 bytes, flagged 8
+    tsdb.close()
+    kept = runner.invoke(main, ["fsck", "--fix"], env=env)
+    assert "Unparseable Datapoint Values: 1" in kept.output
+    assert "Unparseable Datapoint Values Deleted: 0" in kept.output
+    deleted = runner.invoke(main, ["fsck", "--fix", "--delete-bad-values"], env=env)
+    assert "Unparseable Datapoint Values Deleted: 1" in deleted.output, deleted.output
+    assert runner.invoke(main, ["fsck"], env=env).exit_code == 0
 
 
 def test_progress_and_resume(tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
