@@ -296,11 +296,13 @@ def uid_fsck(fix: bool) -> None:
 @click.option("--delete-unknown-columns", is_flag=True, help="Delete unknown columns.")
 @click.option("--delete-bad-rows", is_flag=True, help="Delete rows with invalid keys.")
 @click.option("--delete-bad-compacts", is_flag=True, help="Delete undecodable compactions.")
+@click.option("--delete-bad-values", is_flag=True, help="Delete values of the wrong length.")
 @click.option("--start-row", default=None, help="Resume at this row key (hex, from progress).")
 def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
                  resolve_duplicates: bool, last_write_wins: bool, delete_orphans: bool,
                  delete_unknown_columns: bool, delete_bad_rows: bool,
-                 delete_bad_compacts: bool, start_row: str | None) -> None:
+                 delete_bad_compacts: bool, delete_bad_values: bool,
+                 start_row: str | None) -> None:
     """Check the data table as OpenTSDB's fsck does (exit 1 when it found errors, fixed or
     not, as OpenTSDB does)."""
     from app.tsdb.fsck import FsckOptions, fsck
@@ -308,7 +310,7 @@ def fsck_command(full_scan: bool, fix: bool, fix_all: bool, compact: bool,
     del full_scan
     options = FsckOptions.fix_all() if fix_all else FsckOptions(
         fix, compact, resolve_duplicates, last_write_wins, delete_orphans,
-        delete_unknown_columns, delete_bad_rows, delete_bad_compacts)
+        delete_unknown_columns, delete_bad_rows, delete_bad_compacts, delete_bad_values)
     options.last_write_wins = last_write_wins
     report = fsck(open_tsdb(), options, _progress, _start_row(start_row))
     for line in report.messages:

@@ -43,6 +43,8 @@ TS_BODY_FIELDS: dict[str, tuple[str, str]] = {
     "retention": ("retention", "long"), "max": ("max", "double"), "min": ("min", "double")}
 TEXT_PARAMS = ("display_name", "description", "notes", "units", "data_type")
 UIDS_MISSING = "Unable to find one of the UIDs"
+# A DeferredGroupException's message: the first of the group's failures is its cause.
+DEFERRED_GROUP_FAILED = "At least one of the Deferreds failed, first exception:"
 
 
 @bp.route("/uid/tsmeta", methods=["GET", "POST", "PUT", "DELETE"])
@@ -83,20 +85,29 @@ def _get(tsdb: TSDB) -> Response:
     m = param("m")
     if not m:
         raise BadRequestError("Missing parameter <code>m</code>")
-    metric_uid, tag_uids = _series_uids(tsdb, m)
+    metric_uid, tag_uids = _series_uids(tsdb, m, group=True)
     metas = scan_ts_metas(tsdb, metric_uid, [k + v for k, v in sorted(tag_uids.items())])
     return meta_response("[" + ",".join(meta.api_json() for meta in metas) + "]")
 
 
-def _series_uids(tsdb: TSDB, m: str) -> tuple[bytes, dict[bytes, bytes]]:
-    """The metric UID and the tag UIDs of ``metric{k=v,...}`` (literal names only)."""
+def _series_uids(tsdb: TSDB, m: str, group: bool = False) -> tuple[bytes, dict[bytes, bytes]]:
+    """The metric UID and the tag UIDs of ``metric{k=v,...}``, every name taken literally (a
+    ``*`` too). The metric is resolved first (unknown: 404); on a GET (``group``), the tags
+    together, as ``TSUIDQuery`` does in a Deferred group whose failure OpenTSDB answers as a
+    400 with the group's message."""
     metric, pairs = parse_lookup_m(m)
-    if metric is None or any(k is None or v is None for k, v in pairs):
-        raise NotFoundError(UIDS_MISSING, "TSMeta queries name a metric and literal tag pairs")
+    if metric is None:
+        raise NotFoundError(UIDS_MISSING, "TSMeta queries name a metric")
     try:
-        return tsdb.metrics.get_id(metric), {tsdb.tagk.get_id(str(k)): tsdb.tagv.get_id(str(v))
-                                             for k, v in pairs}
+        metric_uid = tsdb.metrics.get_id(metric)
     except NoSuchUniqueName as exc:
+        raise NotFoundError(UIDS_MISSING, exc.message) from None
+    try:
+        return metric_uid, {tsdb.tagk.get_id("*" if k is None else str(k)):
+                            tsdb.tagv.get_id("*" if v is None else str(v)) for k, v in pairs}
+    except NoSuchUniqueName as exc:
+        if group:
+            raise BadRequestError(DEFERRED_GROUP_FAILED, exc.message) from None
         raise NotFoundError(UIDS_MISSING, exc.message) from None
 
 

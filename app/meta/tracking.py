@@ -22,7 +22,7 @@ import logging
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from app.meta.codec import (
     TS_COUNTER_COLUMN,
@@ -57,12 +57,13 @@ class TsuidTracker:
         self.realtime_ts, self.incrementing = realtime_ts, incrementing
         self._clock_ms = clock_ms
         self._seen: set[bytes] = set()
+        self._seen_rows: set[bytes] = set()
         self._hour = -1
         self._lock = threading.Lock()
         # New TSMeta objects stored by this process; what to call for each (trees).
         self.created = 0
         self._on_new_ts_meta = on_new_ts_meta
-        # Points per series not yet added to their counters, and when they last were.
+        # Points per row key not yet added to their series' counters, and when they last were.
         self._pending: dict[bytes, int] = {}
         self._flush_ms = flush_ms
         self._flushed_ms = clock_ms()
@@ -72,9 +73,9 @@ class TsuidTracker:
     def track_rows(self, rows: Rows) -> None:
         """Record the series of rows just written to the data table."""
         if self.realtime_ts and self.incrementing:
-            self._count(self._points_by_tsuid(rows))
+            self._count(rows)
             return
-        fresh = self._fresh({self._tsuid(row) for row in rows})
+        fresh = self._fresh(rows.keys())
         if not fresh:
             return
         if self.realtime_ts:
@@ -87,32 +88,35 @@ class TsuidTracker:
     def _tsuid(self, row: bytes) -> bytes:
         return tsuid_of_row(row, self._salt_width, self._metric_width)
 
-    def _fresh(self, tsuids: set[bytes]) -> set[bytes]:
-        """The series not yet tracked by this process in this clock hour (now marked)."""
+    def _fresh(self, rows: Iterable[bytes]) -> set[bytes]:
+        """The series of ``rows`` not yet tracked by this process in this clock hour (now
+        marked). The row keys seen are kept too: a batch of known rows, the common case, costs
+        one set difference, with no key sliced."""
         hour = self._clock_ms() // 3_600_000
         with self._lock:
             if hour != self._hour:
-                self._seen, self._hour = set(), hour
-            fresh = tsuids - self._seen
+                self._seen, self._seen_rows, self._hour = set(), set(), hour
+            new_rows = set(rows) - self._seen_rows
+            if not new_rows:
+                return set()
+            self._seen_rows |= new_rows
+            fresh = {self._tsuid(row) for row in new_rows} - self._seen
             self._seen |= fresh
         return fresh
 
-    def _points_by_tsuid(self, rows: Rows) -> dict[bytes, int]:
-        salt, metric_end = self._salt_width, self._salt_width + self._metric_width
-        tags_start = metric_end + 4
-        single = {SINGLE_SECOND_COLUMN_BYTES}
-        counts: dict[bytes, int] = {}
-        for row, cells in rows.items():
-            tsuid = row[salt:metric_end] + row[tags_start:]
-            # The common case first: one point per cell, a 2-byte qualifier each.
-            points = len(cells) if set(map(len, cells)) == single else _points_in_row(cells)
-            counts[tsuid] = counts.get(tsuid, 0) + points
-        return counts
-
-    def _count(self, counts: Mapping[bytes, int]) -> None:
+    def _count(self, rows: Rows) -> None:
+        """Points added up per row key: a row keeps its key for the hour, so a busy series
+        costs a dict update per batch; keys become TSUIDs once per flush."""
+        single = SINGLE_SECOND_COLUMN_BYTES
         with self._lock:
-            for tsuid, points in counts.items():
-                self._pending[tsuid] = self._pending.get(tsuid, 0) + points
+            pending = self._pending
+            for row, cells in rows.items():
+                points = len(cells)
+                # The common case first: one point per cell, a 2-byte qualifier each (every
+                # data column is at least that long, so the sum says all are).
+                if sum(map(len, cells)) != single * points:
+                    points = _points_in_row(cells)
+                pending[row] = pending.get(row, 0) + points
             due = self._clock_ms() - self._flushed_ms >= self._flush_ms
         if due:
             self.flush()
@@ -120,10 +124,14 @@ class TsuidTracker:
     def flush(self) -> None:
         """Add the pending points to their counters; a counter that was 0 is a new series."""
         with self._lock:
-            pending, self._pending = self._pending, {}
+            pending_rows, self._pending = self._pending, {}
             self._flushed_ms = self._clock_ms()
-        if not pending:
+        if not pending_rows:
             return
+        pending: dict[bytes, int] = {}
+        for row, points in pending_rows.items():
+            tsuid = self._tsuid(row)
+            pending[tsuid] = pending.get(tsuid, 0) + points
         table = self._table()
         for tsuid in sorted(pending):
             if pending[tsuid] and table.counter_inc(tsuid, TS_COUNTER_COLUMN,

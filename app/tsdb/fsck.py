@@ -10,13 +10,18 @@ Per row, in OpenTSDB's order and with its counters:
   (``bad_compacted_columns``; ``--delete-bad-compacts`` deletes the undecodable ones), or whose
   points are out of order (``fixable_compacted_columns``: the row is rewritten with ``--fix``);
 * two or more points at one timestamp (``duplicates``; ``--resolve-duplicates`` keeps the
-  oldest write, ``--last-write-wins`` the newest).
+  oldest write, ``--last-write-wins`` the newest);
+* a value its qualifier's flags do not describe (``fsckFloat``/``fsckInteger``,
+  :mod:`app.tsdb.fsck_values`): a float stored on 8 bytes but flagged 4 (``value_encoding``,
+  rewritten on 4 with ``--fix``), a value of the wrong length (``bad_values``;
+  ``--delete-bad-values`` deletes the cell), an 8-byte integer that fits in fewer bytes (not an
+  error; re-encoded with ``--fix``);
+* an odd qualifier of 3 or 5 bytes that is no annotation or append (``future``: not an error).
 
 With ``--fix`` a row holding a compacted column (or every row, with ``--compact``) is rewritten
 as one compacted column of the points kept, then its other data columns are deleted, as
 OpenTSDB does; a row of single cells only loses its duplicate cells. Global annotation rows
-(metric 0) are skipped, as OpenTSDB's full scan starts at metric 1. Value encodings
-(``fsckFloat``/``fsckInteger``) are not checked.
+(metric 0) are skipped, as OpenTSDB's full scan starts at metric 1.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ from app.storage.codec_cells import (
     cell_points,
 )
 from app.tsdb import TSDB
+from app.tsdb.fsck_values import BAD, ENCODING, OK, VLE, Verdict, check_value
 from app.tsdb.tsuid import tsuid_tags
 
 DATA_FAMILY = b"t:"
@@ -53,10 +59,11 @@ class FsckOptions:
     delete_unknown_columns: bool = False
     delete_bad_rows: bool = False
     delete_bad_compacts: bool = False
+    delete_bad_values: bool = False
 
     @classmethod
     def fix_all(cls) -> FsckOptions:
-        return cls(True, True, True, False, True, True, True, True)
+        return cls(True, True, True, False, True, True, True, True, True)
 
 
 @dataclass
@@ -70,14 +77,21 @@ class FsckReport:
     bad_key_fixed: int = 0
     orphans: int = 0
     orphans_fixed: int = 0
+    future: int = 0
     unknown: int = 0
     unknown_fixed: int = 0
     bad_values: int = 0
+    bad_values_deleted: int = 0
+    value_encoding: int = 0
+    value_encoding_fixed: int = 0
     bad_compacted_columns: int = 0
     bad_compacted_columns_deleted: int = 0
     fixable_compacted_columns: int = 0
     duplicates: int = 0
     duplicates_fixed: int = 0
+    vle: int = 0
+    vle_bytes: int = 0
+    vle_fixed: int = 0
     rows_rewritten: int = 0
     messages: list[str] = field(default_factory=list)
 
@@ -85,12 +99,14 @@ class FsckReport:
     def errors(self) -> int:
         """``Fsck#totalErrors``."""
         return (self.bad_key + self.duplicates + self.orphans + self.unknown + self.bad_values
-                + self.bad_compacted_columns + self.fixable_compacted_columns)
+                + self.bad_compacted_columns + self.fixable_compacted_columns
+                + self.value_encoding)
 
     @property
     def fixed(self) -> int:
         """``Fsck#totalFixed`` (deleted bad compacted columns are not counted there)."""
-        return self.bad_key_fixed + self.duplicates_fixed + self.orphans_fixed + self.unknown_fixed
+        return (self.bad_key_fixed + self.duplicates_fixed + self.orphans_fixed
+                + self.unknown_fixed + self.value_encoding_fixed + self.bad_values_deleted)
 
     def summary(self) -> list[str]:
         """``Fsck#logResults``, the counters pytsd keeps."""
@@ -102,11 +118,19 @@ class FsckReport:
                 f"Duplicate Datapoints Resolved: {self.duplicates_fixed}",
                 f"Orphaned UID Rows: {self.orphans}",
                 f"Orphaned UID Rows Deleted: {self.orphans_fixed}",
+                f"Possible Future Objects: {self.future}",
                 f"Unknown Objects: {self.unknown}",
                 f"Unknown Objects Deleted: {self.unknown_fixed}",
                 f"Unparseable Datapoint Values: {self.bad_values}",
+                f"Unparseable Datapoint Values Deleted: {self.bad_values_deleted}",
+                f"Improperly Encoded Floating Point Values: {self.value_encoding}",
+                "Improperly Encoded Floating Point Values Fixed: "
+                f"{self.value_encoding_fixed}",
                 f"Unparseable Compacted Columns: {self.bad_compacted_columns}",
                 f"Unparseable Compacted Columns Deleted: {self.bad_compacted_columns_deleted}",
+                f"Datapoints Qualified for VLE : {self.vle}",
+                f"Datapoints Compressed with VLE: {self.vle_fixed}",
+                f"Bytes Saved with VLE: {self.vle_bytes}",
                 f"Total Errors: {self.errors}", f"Total Correctable Errors: {self.errors}",
                 f"Total Errors Fixed: {self.fixed}"]
 
@@ -200,16 +224,14 @@ class _RowChecker:
                 report.annotations += 1
             elif qualifier[0] == APPEND_COLUMN_PREFIX:
                 report.append_dps += 1  # counted, not checked for duplicates (as in 2.4)
-            else:
-                self._unknown(row, column, "Unknown object")
+            else:  # maybe a later version's object: OpenTSDB leaves it alone
+                report.future += 1
             return False
         kind = cell_kind(qualifier)
         if kind != COMPACTED:
-            try:
-                self._add(points, column, value, write_ms, False)
-            except IllegalDataError as exc:
-                report.bad_values += 1
-                report.messages.append(f"{exc.message}: {row.hex().upper()}")
+            # a single point, judged on its stored bytes (no read-time fixups)
+            point = _Point(column, qualifier, value, write_ms, False)
+            points.setdefault(_offset(point), []).append(point)
             return False
         if value and value[-1] > MS_MIXED_COMPACT:
             report.bad_compacted_columns += 1
@@ -253,32 +275,75 @@ class _RowChecker:
 
     def _points(self, row: bytes, cells: Row, points: dict[int, list[_Point]],
                 compact_row: bool) -> None:
-        """``fsckDataPoints``: duplicates, then the rewrite of a compacted row."""
+        """``fsckDataPoints``: duplicates and each kept point's value, then the rewrite of a
+        compacted row."""
         report, options = self.report, self.options
+        compacting = compact_row or options.compact
         kept: dict[int, _Point] = {}
         doomed: set[bytes] = set()
+        uncorrected = False
         for offset, group in sorted(points.items()):
             report.valid_datapoints += 1
-            if len(group) == 1:
-                kept[offset] = group[0]
-                continue
             group.sort(key=lambda p: p.write_ms)  # stable: storage order among equal times
             keep = group[-1] if options.last_write_wins else group[0]
-            kept[offset] = keep
-            report.duplicates += len(group) - 1
-            report.messages.append(f"More than one column had a value for the same timestamp: "
-                                   f"row {row.hex().upper()} offset {offset} ms")
-            doomed.update(p.column for p in group if p is not keep and not p.compacted)
+            if len(group) > 1:
+                report.duplicates += len(group) - 1
+                report.messages.append(f"More than one column had a value for the same "
+                                       f"timestamp: row {row.hex().upper()} offset {offset} ms")
+                doomed.update(p.column for p in group if p is not keep and not p.compacted)
+            fixed, corrected = self._value(row, keep, compacting)
+            uncorrected |= not corrected
+            if fixed is not None:
+                kept[offset] = fixed
         duplicates = sum(len(g) - 1 for g in points.values())
-        if not options.fix or (duplicates and not options.resolve_duplicates):
-            return  # OpenTSDB leaves a row with unresolved duplicates alone
-        if compact_row or options.compact:
+        if not options.fix or (duplicates and not options.resolve_duplicates) or (
+                uncorrected and not options.delete_bad_values):
+            return  # OpenTSDB leaves a row with unresolved errors alone
+        if compacting:
             sources = {p.column for group in points.values() for p in group}
             self._rewrite(row, cells, kept, sources)
             report.duplicates_fixed += duplicates
         elif doomed and options.resolve_duplicates:
             self.table.delete(row, sorted(doomed))
             report.duplicates_fixed += duplicates
+
+    def _value(self, row: bytes, point: _Point, compacting: bool) -> tuple[_Point | None, bool]:
+        """``fsckFloat``/``fsckInteger`` on a kept point: (the point as the rewrite takes it,
+        None when deleted; False when an error was left uncorrected). A single cell is fixed
+        in place unless the row is rewritten."""
+        report, options = self.report, self.options
+        verdict = check_value(point.qualifier, point.value)
+        if verdict.kind == OK:
+            return point, True
+        where = f"{row.hex().upper()} {point.qualifier.hex().upper()}"
+        if verdict.kind == VLE:
+            report.vle += 1
+            report.vle_bytes += len(point.value) - len(verdict.value)
+            if not options.fix:
+                return point, True
+            report.vle_fixed += 1
+            if not compacting:  # the new column, then the old one goes
+                self.table.put(row, {DATA_FAMILY + verdict.qualifier: verdict.value})
+                self.table.delete(row, [point.column])
+            return _fixed(point, verdict), True
+        report.messages.append(f"{verdict.message}: {where}")
+        if verdict.kind == ENCODING:
+            report.value_encoding += 1
+            if not options.fix or (point.compacted and not verdict.fixable_compacted):
+                return point, False
+            report.value_encoding_fixed += 1
+            if not compacting:
+                self.table.put(row, {point.column: verdict.value})
+            return _fixed(point, verdict), True
+        assert verdict.kind == BAD
+        report.bad_values += 1
+        if options.fix and options.delete_bad_values and not point.compacted:
+            self.table.delete(row, [point.column])
+            report.bad_values_deleted += 1
+            return None, True
+        if point.compacted:
+            report.bad_compacted_columns += 1
+        return point, False
 
     def _rewrite(self, row: bytes, cells: Row, kept: dict[int, _Point],
                  sources: set[bytes]) -> None:
@@ -301,6 +366,11 @@ class _RowChecker:
         if stale:
             self.table.delete(row, stale)
         self.report.rows_rewritten += 1
+
+
+def _fixed(point: _Point, verdict: Verdict) -> _Point:
+    return _Point(point.column, verdict.qualifier, verdict.value, point.write_ms,
+                  point.compacted)
 
 
 def _offset(point: _Point) -> int:

@@ -59,7 +59,7 @@ def series_key(series: Any) -> str:
     tags = plain(series.get("tags"))
     agg = sorted(plain(series.get("aggregateTags") or []))
     index = plain((series.get("query") or {}).get("index"))
-    return json.dumps([series.get("metric"), tags, agg, index], sort_keys=True)
+    return json.dumps([plain(series.get("metric")), tags, agg, index], sort_keys=True)
 
 
 UNORDERED = {"aggregateTags", "tsuids"}

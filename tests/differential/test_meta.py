@@ -93,26 +93,58 @@ def test_opentsdb_treesync_builds_pytsds_branches(tables: tuple[TSDB, OpenTSDB])
     assert cells(tsdb, tsdb.tree_table_name) == built_by_pytsd
 
 
+F4, F8 = 0x0B, 0x0F  # float flags: 4-byte, 8-byte value
+ONE_AND_HALF = b"\x3f\xc0\x00\x00"
 
 
-def test_pytsd_fsck_agrees_with_opentsdbs(tables: tuple[TSDB, OpenTSDB]) -> None:
+def _q(offset_s: int, flags: int = 0) -> bytes:
+    return ((offset_s << 4) | flags).to_bytes(2, "big")
+
+
+def _row(hour: int, metric: bytes = b"\x00\x00\x01") -> bytes:
+    """sys.cpu.user{host=web01}'s row ``hour`` hours after 2013-01-01."""
+    return metric + (1356998400 + hour * HOUR_S).to_bytes(4, "big") + b"\x00\x00\x01\x00\x00\x01"
+
+
+# Every kind of damage OpenTSDB's Fsck finds and can fix, one row each (hour 0 holds data).
+DAMAGE: dict[bytes, dict[bytes, bytes]] = {
+    _row(0, b"\x00\x00\x09"): {_q(10): b"\x01"},  # an orphan: metric 000009 has no name
+    _row(0)[:9]: {_q(1): b"\x01"},  # a row key too short
+    _row(1): {_q(1) + _q(2): b"\x01\x02\x03\x00"},  # a compaction that does not decode
+    _row(2): {_q(5, F4): b"\x00" * 4 + ONE_AND_HALF},  # a float on 8 bytes, flagged 4
+    _row(3): {_q(5, F4): b"\xff" * 4 + ONE_AND_HALF},  # ... sign-extended
+    _row(4): {_q(5, F4): b"\x00\x01\x00\x00" + ONE_AND_HALF, _q(6): b"\x02"},  # unreadable
+    _row(5): {_q(5, F8): ONE_AND_HALF, _q(6): b"\x02"},  # flagged 8 bytes, stored on 4
+    _row(6): {_q(5, 0x1): b"\x07", _q(6): b"\x02"},  # an integer flagged 2 bytes, on 1
+    _row(7): {_q(5, 0x7): (300).to_bytes(8, "big")},  # 8 bytes for 2 (VLE: not an error)
+}
+
+
+def test_pytsd_fsck_fixes_each_kind_of_damage_and_opentsdbs_agrees(
+        tables: tuple[TSDB, OpenTSDB]) -> None:
     from app.tsdb.fsck import FsckOptions, fsck
 
     tsdb, tools = tables
     write(tsdb, 1356998400)
-    row = b"\x00\x00\x01" + (1356998400).to_bytes(4, "big") + b"\x00\x00\x01\x00\x00\x01"
+    row = _row(0)
     table = tsdb.data_table()
-    q = (10 << 4).to_bytes(2, "big")
+    q = _q(10)
     table.put(row, {b"t:" + q: b"\x07"})  # a duplicate of the point at +10 s (below)
     time.sleep(0.01)
-    table.put(row, {b"t:" + q + (5 << 4).to_bytes(2, "big"): b"\x08\x09\x00"})  # out of order
-    table.put(b"\x00\x00\x09" + row[3:], {b"t:" + q: b"\x01"})  # an orphan: metric 000009
+    table.put(row, {b"t:" + q + _q(5): b"\x08\x09\x00"})  # out of order
     table.put(row, {b"t:\x01\x02\x03\x04\x05\x06\x07": b"junk"})  # an unknown column
+    for key, cells in DAMAGE.items():
+        table.put(key, {b"t:" + column: value for column, value in cells.items()})
     found = fsck(tsdb, FsckOptions())
-    assert (found.duplicates, found.fixable_compacted_columns, found.orphans, found.unknown) == (
-        1, 1, 1, 1)
-    # (OpenTSDB's own count is no reference here: its four scanner threads overlap and report
-    # the same row several times, and it exits 1 on any error.)
-    fsck(tsdb, FsckOptions.fix_all())
+    assert (found.duplicates, found.fixable_compacted_columns, found.orphans, found.unknown,
+            found.bad_key, found.bad_compacted_columns, found.value_encoding, found.bad_values,
+            found.vle) == (1, 1, 1, 1, 1, 1, 2, 3, 1)
+    # OpenTSDB sees damage too (its own count is no reference: its four scanner threads
+    # overlap and report the same row several times).
+    assert tools.fsck_errors() > 0
+    fixed = fsck(tsdb, FsckOptions.fix_all())
+    assert (fixed.value_encoding_fixed, fixed.bad_values_deleted, fixed.vle_fixed) == (2, 3, 1)
     assert fsck(tsdb, FsckOptions()).errors == 0
     assert tools.fsck_errors() == 0
+    assert table.row(_row(3)) == {b"t:" + _q(5, F4): ONE_AND_HALF}
+    assert table.row(_row(7)) == {b"t:" + _q(5, 0x1): b"\x01\x2c"}

@@ -124,6 +124,15 @@ def test_cli(tmp_path: Path) -> None:
     fixing = runner.invoke(main, ["fsck", "--fix"], env=env)
     assert fixing.exit_code == 1  # errors were found (and fixed): OpenTSDB's exit code too
     assert runner.invoke(main, ["fsck"], env=env).exit_code == 0
+    tsdb = TSDB(load_config({"tsd.storage": env["TSD_STORAGE"]}, environ={}))
+    tsdb.data_table().put(ROW, {b"t:" + qf(30, F8): ONE_AND_HALF})  # 4 bytes, flagged 8
+    tsdb.close()
+    kept = runner.invoke(main, ["fsck", "--fix"], env=env)
+    assert "Unparseable Datapoint Values: 1" in kept.output
+    assert "Unparseable Datapoint Values Deleted: 0" in kept.output
+    deleted = runner.invoke(main, ["fsck", "--fix", "--delete-bad-values"], env=env)
+    assert "Unparseable Datapoint Values Deleted: 1" in deleted.output, deleted.output
+    assert runner.invoke(main, ["fsck"], env=env).exit_code == 0
 
 
 def test_progress_and_resume(tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -140,3 +149,82 @@ def test_progress_and_resume(tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> Non
     # Resuming after ROW (the progress line's key plus one byte) skips it.
     resumed = fsck(tsdb, FsckOptions(), start_row=ROW + b"\x00")
     assert (resumed.rows, resumed.errors) == (1, 0)
+
+
+F4 = 0x0B  # float flag, 4-byte length
+F8 = 0x0F  # float flag, 8-byte length
+ONE_AND_HALF = b"\x3f\xc0\x00\x00"  # 1.5f
+
+
+def qf(offset_s: int, flags: int) -> bytes:
+    return ((offset_s << 4) | flags).to_bytes(2, "big")
+
+
+# (damage planted in ROW, what the first fsck counts, the row after `--fix-all`)
+VALUE_DAMAGE = {
+    "float stored on 8 bytes, flagged 4": (
+        {qf(5, F4): b"\x00" * 4 + ONE_AND_HALF}, {"value_encoding": 1},
+        {qf(5, F4): ONE_AND_HALF}),
+    "float sign-extended to 8 bytes": (
+        {qf(5, F4): b"\xff" * 4 + b"\xc0\x20\x00\x00"}, {"value_encoding": 1},
+        {qf(5, F4): b"\xc0\x20\x00\x00"}),
+    "float on 8 bytes, flagged 4, with a non-zero high half": (
+        {qf(5, F4): b"\x00\x00\x01\x00" + ONE_AND_HALF, q(6): b"\x02"}, {"bad_values": 1},
+        {q(6): b"\x02"}),
+    "float flagged 8 bytes, stored on 4": (
+        {qf(5, F8): ONE_AND_HALF, q(6): b"\x02"}, {"bad_values": 1}, {q(6): b"\x02"}),
+    "float on 3 bytes": ({qf(5, F4): b"\x01\x02\x03", q(6): b"\x02"}, {"bad_values": 1},
+                         {q(6): b"\x02"}),
+    "integer flagged 2 bytes, stored on 1": (
+        {qf(5, 0x1): b"\x07", q(6): b"\x02"}, {"bad_values": 1}, {q(6): b"\x02"}),
+}
+
+
+@pytest.mark.parametrize("kind", list(VALUE_DAMAGE))
+def test_bad_values_are_found_and_fixed(tsdb: TSDB, kind: str) -> None:
+    setup(tsdb)
+    planted, counts, after = VALUE_DAMAGE[kind]
+    table = tsdb.data_table()
+    table.put(ROW, {b"t:" + k: v for k, v in planted.items()})
+    report = fsck(tsdb, FsckOptions())
+    assert {name: getattr(report, name) for name in counts} == counts
+    assert report.errors == sum(counts.values())
+    assert table.row(ROW) == {b"t:" + k: v for k, v in planted.items()}  # only looked
+    fixed = fsck(tsdb, FsckOptions(fix=True, delete_bad_values=True))
+    assert fixed.value_encoding_fixed + fixed.bad_values_deleted == 1
+    assert table.row(ROW) == {b"t:" + k: v for k, v in after.items()}
+    assert fsck(tsdb, FsckOptions()).errors == 0
+
+
+def test_bad_values_stay_without_delete_bad_values(tsdb: TSDB) -> None:
+    setup(tsdb)
+    table = tsdb.data_table()
+    table.put(ROW, {b"t:" + qf(5, F8): ONE_AND_HALF})
+    assert fsck(tsdb, FsckOptions(fix=True)).bad_values_deleted == 0
+    assert table.row(ROW) == {b"t:" + qf(5, F8): ONE_AND_HALF}
+
+
+def test_eight_byte_integers_are_re_encoded_but_no_error(tsdb: TSDB) -> None:
+    setup(tsdb)
+    table = tsdb.data_table()
+    table.put(ROW, {b"t:" + qf(5, 0x7): (300).to_bytes(8, "big"),
+                    b"t:" + qf(7, 0x7): (-2).to_bytes(8, "big", signed=True)})
+    report = fsck(tsdb, FsckOptions())
+    assert (report.vle, report.vle_bytes, report.errors) == (2, 6 + 7, 0)
+    fixed = fsck(tsdb, FsckOptions(fix=True))
+    assert fixed.vle_fixed == 2
+    assert table.row(ROW) == {b"t:" + qf(5, 0x1): b"\x01\x2c", b"t:" + qf(7, 0x0): b"\xfe"}
+    # in a compacted column, the row is rewritten with the short values
+    later = ROW[:3] + (T0 + 7200).to_bytes(4, "big") + ROW[7:]
+    table.put(later, {b"t:" + qf(5, 0x7) + q(6): (300).to_bytes(8, "big") + b"\x02\x00"})
+    assert fsck(tsdb, FsckOptions(fix=True)).vle_fixed == 1
+    assert table.row(later) == {b"t:" + qf(5, 0x1) + q(6): b"\x01\x2c\x02\x00"}
+
+
+def test_odd_qualifiers_of_another_kind_are_future_objects(tsdb: TSDB) -> None:
+    setup(tsdb)
+    table = tsdb.data_table()
+    table.put(ROW, {b"t:\x03\x00\x10": b"\x01", b"t:" + q(1): b"\x01"})
+    report = fsck(tsdb, FsckOptions.fix_all())
+    assert (report.future, report.unknown, report.errors) == (1, 0, 0)
+    assert b"t:\x03\x00\x10" in table.row(ROW)  # left alone, as OpenTSDB leaves it
