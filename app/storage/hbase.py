@@ -54,6 +54,7 @@ from app.storage.hbase_scan import (
     row_stamp,
     row_stamp_sized,
 )
+from app.storage.hbase_write import WriteBatcher
 
 log = logging.getLogger(__name__)
 
@@ -99,13 +100,20 @@ class HBaseStore:
     sets_itself_up = False  # OpenTSDB's rule: the tables must exist (`pytsd create-tables`)
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
-                 pool_size: int = 4) -> None:
+                 pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0) -> None:
         self.host = host
         self.port = port
         self.address = f"{host}:{port}"
         self.table_prefix = table_prefix
         self.timeout_ms = timeout_ms
-        self.pool_size = max(pool_size, 1)
+        # The writers get connections of their own on top of the readers' pool_size, so a
+        # burst of writes never leaves a query waiting for a connection (or the reverse).
+        self.pool_size = max(pool_size, 1) + max(writers, 0)
+        self.batcher: WriteBatcher | None = None
+        if writers > 0:
+            self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
+                                        write_linger_ms, CELLS_PER_PUT,
+                                        wait_s=4 * timeout_ms / 1000 + 1)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -124,7 +132,8 @@ class HBaseStore:
         if not host or not port.isdigit():
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
         return cls(host, int(port), config["tsd.storage.hbase.table_prefix"],
-                   config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"])
+                   config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
+                   config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"])
 
     # ------------------------------------------------------------ connections
 
@@ -178,6 +187,22 @@ class HBaseStore:
                 log.info("retrying HBase %s after a broken connection: %s", op,
                          hbase_errors.first_line(exc))
         raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ writes
+
+    def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+        """One ``mutateRows`` call (the batcher's, or a direct write without it)."""
+        batch = [BatchMutation(row=row, mutations=[
+            Mutation(column=column, value=value) for column, value in data.items()])
+            for row, data in rows]
+        # Puts are idempotent: repeating one after a broken connection is safe.
+        self.call(f"write to {table.decode()}", lambda c: c.mutateRows(table, batch, {}),
+                  retry=True)
+
+    def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
+        """One ``append`` call: never repeated (a second one would append twice)."""
+        append = TAppend(table=table, row=row, columns=[column], values=[value])
+        self.call(f"append to {table.decode()}", lambda c: c.append(append))
 
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent scans: one per pooled connection, per process (threads do
@@ -278,7 +303,7 @@ class HBaseTable:
 
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
-                           "scan_packed", "scan_stamps_packed"})
+                           "scan_packed", "scan_stamps_packed", "append_many"})
 
     def __init__(self, store: HBaseStore, name: str) -> None:
         self.store = store
@@ -396,25 +421,39 @@ class HBaseTable:
         self.put_many([(row, data)])
 
     def put_many(self, puts: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
-        batch: list[Any] = []
+        """Store the cells; returns once HBase has them. Through the store's write batcher
+        (merged with other threads' writes, ``hbase_write``) unless it is off."""
+        batcher = self.store.batcher
+        if batcher is not None:
+            batcher.put(self.full_name, puts)
+            return
+        batch: list[tuple[bytes, dict[bytes, bytes]]] = []
         cells = 0
         for row, data in puts:
-            batch.append(BatchMutation(row=row, mutations=[
-                Mutation(column=column, value=value) for column, value in data.items()]))
+            batch.append((row, dict(data)))
             cells += len(data)
             if cells >= CELLS_PER_PUT:
-                self._mutate(batch)
+                self.store.put_rows(self.full_name, batch)
                 batch, cells = [], 0
         if batch:
-            self._mutate(batch)
+            self.store.put_rows(self.full_name, batch)
 
     def _mutate(self, batch: list[Any]) -> None:
         # Puts and deletes are idempotent: repeating one after a broken connection is safe.
         self._call("write to", lambda c: c.mutateRows(self.full_name, batch, {}), retry=True)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
-        append = TAppend(table=self.full_name, row=row, columns=[column], values=[value])
-        self._call("append to", lambda c: c.append(append))
+        self.append_many([(row, column, value)])
+
+    def append_many(self, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
+        """Append each ``(row, column, value)``, in order within a row and column: one
+        ``append`` call per row and column, the rows' calls concurrent (``hbase_write``)."""
+        batcher = self.store.batcher
+        if batcher is not None:
+            batcher.append(self.full_name, cells)
+            return
+        for row, column, value in cells:
+            self.store.append_cell(self.full_name, row, column, value)
 
     def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
                up_to_ms: int | None = None) -> None:

@@ -1,0 +1,147 @@
+"""`/api/put` on HBase against the real OpenTSDB 2.4.1, same run, alternating rounds.
+
+Issue 27's write shape: 50 points per request spread over 50 series of the current hour, 4
+keep-alive clients (one asyncio loop, prebuilt requests, every answer must be 204). pytsd runs
+under gunicorn (2 workers) on fresh tables of the project's HBase; OpenTSDB is a TSD you
+started on tables of its own (``scripts/opentsdb/opentsdb.sh start``), given by ``--opentsdb``
+and, for its CPU, ``--opentsdb-pid`` (its ``run/<name>/tsd.pid``). Each round sends both
+servers the same number of requests, pytsd first then OpenTSDB, then the next round.
+
+Printed per round and server: points/s, and CPU per point (microseconds) of the server process
+and of HBase (the Thrift gateway JVM and the HMaster JVM, which in the standalone HBase is also
+the region server), read from /proc before and after. The machine is shared: the HBase CPU
+includes whatever else used HBase during the round.
+
+    python bench/bench_hbase_put.py [--hbase HOST:PORT] [--opentsdb HOST:PORT --opentsdb-pid PID]
+        [--rounds N] [--requests N] [--appends]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable
+
+from bench_put import run_clients
+from common import ROOT, descendants_cpu_s, gunicorn_server
+
+from app.storage.hbase import HBaseStore
+
+CLIENTS = 4
+POINTS_PER_REQUEST = 50
+SERIES = 200  # each request: 50 of them, the next block of 50 for the next request
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def pid_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (all its threads) from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / TICKS
+
+
+def java_pids(main_class: str) -> list[int]:
+    """Processes whose command line names ``main_class`` (HBase's JVMs)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as cmdline:
+                if main_class.encode() in cmdline.read().split(b"\0"):
+                    found.append(int(entry))
+        except OSError:
+            continue
+    return found
+
+
+def bodies_for(first_request: int, count: int, hour_s: int) -> list[bytes]:
+    """``count`` requests; request r holds one point of 50 series at second r // 4 of the hour."""
+    out = []
+    for r in range(first_request, first_request + count):
+        block, second = r % (SERIES // POINTS_PER_REQUEST), r // (SERIES // POINTS_PER_REQUEST)
+        out.append(json.dumps([
+            {"metric": "bench.put.fresh", "timestamp": hour_s + second % 3600, "value": r + i,
+             "tags": {"host": f"web{block * POINTS_PER_REQUEST + i:03d}", "dc": "lga"}}
+            for i in range(POINTS_PER_REQUEST)]).encode())
+    return out
+
+
+def timed_round(port: int, bodies: list[bytes], server_cpu: Callable[[], float],
+                hbase_pids: list[int]) -> tuple[float, float, float]:
+    """``(points/s, server CPU us per point, HBase CPU us per point)`` of one round."""
+    points = len(bodies) * POINTS_PER_REQUEST
+    cpu_before = server_cpu()
+    hbase_before = sum(pid_cpu_s(pid) for pid in hbase_pids)
+    started = time.perf_counter()
+    asyncio.run(run_clients(port, [bodies[i::CLIENTS] for i in range(CLIENTS)], []))
+    elapsed = time.perf_counter() - started
+    hbase_s = sum(pid_cpu_s(pid) for pid in hbase_pids) - hbase_before
+    return points / elapsed, (server_cpu() - cpu_before) / points * 1e6, hbase_s / points * 1e6
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
+    parser.add_argument("--opentsdb", help="HOST:PORT of a running OpenTSDB TSD")
+    parser.add_argument("--opentsdb-pid", type=int, help="its JVM's pid, for its CPU")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--requests", type=int, default=400, help="per round and server")
+    parser.add_argument("--appends", action="store_true", help="pytsd with enable_appends")
+    parser.add_argument("--workers", type=int, default=2)
+    args = parser.parse_args()
+    hbase_pids = java_pids("org.apache.hadoop.hbase.thrift.ThriftServer") + java_pids(
+        "org.apache.hadoop.hbase.master.HMaster")
+    prefix = f"benchput{uuid.uuid4().hex[:8]}_"
+    env = {"TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix,
+           "TSD_CORE_AUTO_CREATE_METRICS": "true",
+           "TSD_STORAGE_ENABLE_APPENDS": str(args.appends).lower()}
+    subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env={**os.environ, **env},
+                   cwd=ROOT, check=True, capture_output=True)
+    hour_s = int(time.time()) // 3600 * 3600
+    print(f"/api/put, {POINTS_PER_REQUEST} points per request over {POINTS_PER_REQUEST} series "
+          f"of the current hour, {CLIENTS} clients, {args.requests} requests per round; pytsd "
+          f"{args.workers} workers{', appends' if args.appends else ''}; HBase JVMs {hbase_pids}; "
+          f"load average {os.getloadavg()[0]:.1f} (a shared machine)")
+    try:
+        with gunicorn_server(env, workers=args.workers) as url:
+            port = int(url.rsplit(":", 1)[1])
+            warm = bodies_for(0, SERIES // POINTS_PER_REQUEST, hour_s)
+            asyncio.run(run_clients(port, [warm], []))  # UIDs and templates
+            if args.opentsdb:
+                asyncio.run(run_clients(int(args.opentsdb.rsplit(":", 1)[1]), [warm], []))
+            sent = len(warm)
+            pid = args.opentsdb_pid
+
+            def opentsdb_cpu() -> float:
+                return pid_cpu_s(pid) if pid else 0.0
+
+            for round_no in range(args.rounds):
+                bodies = bodies_for(sent, args.requests, hour_s)
+                sent += args.requests
+                rate, cpu, hb = timed_round(port, bodies, descendants_cpu_s, hbase_pids)
+                print(f"round {round_no}: pytsd    {rate:>9,.0f} points/s, server "
+                      f"{cpu:6.1f} us/point, HBase {hb:6.1f} us/point")
+                if args.opentsdb:
+                    rate_o, cpu_o, hb_o = timed_round(
+                        int(args.opentsdb.rsplit(":", 1)[1]), bodies, opentsdb_cpu, hbase_pids)
+                    print(f"round {round_no}: OpenTSDB {rate_o:>9,.0f} points/s, server "
+                          f"{cpu_o:6.1f} us/point, HBase {hb_o:6.1f} us/point; pytsd/OpenTSDB "
+                          f"{rate / rate_o:.2f}x points/s, {(cpu + hb) / (cpu_o + hb_o):.2f}x "
+                          f"CPU per point")
+    finally:
+        host, _, port_text = args.hbase.rpartition(":")
+        store = HBaseStore(host, int(port_text), prefix, timeout_ms=60_000)
+        store.drop_tables()
+        store.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
