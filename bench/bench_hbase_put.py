@@ -95,19 +95,25 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=400, help="per round and server")
     parser.add_argument("--appends", action="store_true", help="pytsd with enable_appends")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--writers", type=int, default=4,
+                        help="tsd.storage.hbase.writers (0: no batching, each request's own call)")
+    parser.add_argument("--linger-ms", type=float, default=1.0)
     args = parser.parse_args()
     hbase_pids = java_pids("org.apache.hadoop.hbase.thrift.ThriftServer") + java_pids(
         "org.apache.hadoop.hbase.master.HMaster")
     prefix = f"benchput{uuid.uuid4().hex[:8]}_"
     env = {"TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix,
            "TSD_CORE_AUTO_CREATE_METRICS": "true",
-           "TSD_STORAGE_ENABLE_APPENDS": str(args.appends).lower()}
+           "TSD_STORAGE_ENABLE_APPENDS": str(args.appends).lower(),
+           "TSD_STORAGE_HBASE_WRITERS": str(args.writers),
+           "TSD_STORAGE_HBASE_WRITE_LINGER_MS": str(args.linger_ms)}
     subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env={**os.environ, **env},
                    cwd=ROOT, check=True, capture_output=True)
     hour_s = int(time.time()) // 3600 * 3600
     print(f"/api/put, {POINTS_PER_REQUEST} points per request over {POINTS_PER_REQUEST} series "
           f"of the current hour, {CLIENTS} clients, {args.requests} requests per round; pytsd "
-          f"{args.workers} workers{', appends' if args.appends else ''}; HBase JVMs {hbase_pids}; "
+          f"{args.workers} workers, writers {args.writers}, linger {args.linger_ms} ms"
+          f"{', appends' if args.appends else ''}; HBase JVMs {hbase_pids}; "
           f"load average {os.getloadavg()[0]:.1f} (a shared machine)")
     try:
         with gunicorn_server(env, workers=args.workers) as url:

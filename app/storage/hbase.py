@@ -54,6 +54,7 @@ from app.storage.hbase_scan import (
     row_stamp,
     row_stamp_sized,
 )
+from app.storage.hbase_thrift import call_with_args, mutate_rows_args
 from app.storage.hbase_write import WriteBatcher
 
 log = logging.getLogger(__name__)
@@ -192,12 +193,10 @@ class HBaseStore:
 
     def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """One ``mutateRows`` call (the batcher's, or a direct write without it)."""
-        batch = [BatchMutation(row=row, mutations=[
-            Mutation(column=column, value=value) for column, value in data.items()])
-            for row, data in rows]
+        args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
         # Puts are idempotent: repeating one after a broken connection is safe.
-        self.call(f"write to {table.decode()}", lambda c: c.mutateRows(table, batch, {}),
-                  retry=True)
+        self.call(f"write to {table.decode()}",
+                  lambda c: call_with_args(c, "mutateRows", args), retry=True)
 
     def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         """One ``append`` call: never repeated (a second one would append twice)."""
