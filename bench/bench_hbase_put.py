@@ -1,11 +1,11 @@
 """`/api/put` on HBase against the real OpenTSDB 2.4.1, same run, alternating rounds.
 
 Issue 27's write shape: 50 points per request spread over 50 series of the current hour, 4
-keep-alive clients (one asyncio loop, prebuilt requests, every answer must be 204). pytsd runs
-under gunicorn (2 workers) on fresh tables of the project's HBase; OpenTSDB is a TSD you
-started on tables of its own (``scripts/opentsdb/opentsdb.sh start``), given by ``--opentsdb``
-and, for its CPU, ``--opentsdb-pid`` (its ``run/<name>/tsd.pid``). Each round sends both
-servers the same number of requests, pytsd first then OpenTSDB, then the next round.
+(``--clients``) keep-alive clients (one asyncio loop, prebuilt requests, every answer must be
+204). pytsd runs under gunicorn (2 workers) on fresh tables of the project's HBase; OpenTSDB
+is a TSD you started on tables of its own (``scripts/opentsdb/opentsdb.sh start``), given by
+``--opentsdb`` and, for its CPU, ``--opentsdb-pid`` (its ``run/<name>/tsd.pid``). Each round
+sends both servers the same requests, pytsd first then OpenTSDB, then the next round.
 
 Printed per round and server: points/s, and CPU per point (microseconds) of the server process
 and of HBase (the Thrift gateway JVM and the HMaster JVM, which in the standalone HBase is also
@@ -13,7 +13,7 @@ the region server), read from /proc before and after. The machine is shared: the
 includes whatever else used HBase during the round.
 
     python bench/bench_hbase_put.py [--hbase HOST:PORT] [--opentsdb HOST:PORT --opentsdb-pid PID]
-        [--rounds N] [--requests N] [--appends]
+        [--rounds N] [--requests N] [--clients N] [--writers N] [--linger-ms MS] [--appends]
 """
 
 from __future__ import annotations
@@ -33,7 +33,6 @@ from common import ROOT, descendants_cpu_s, gunicorn_server
 
 from app.storage.hbase import HBaseStore
 
-CLIENTS = 4
 POINTS_PER_REQUEST = 50
 SERIES = 200  # each request: 50 of them, the next block of 50 for the next request
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -74,13 +73,13 @@ def bodies_for(first_request: int, count: int, hour_s: int) -> list[bytes]:
 
 
 def timed_round(port: int, bodies: list[bytes], server_cpu: Callable[[], float],
-                hbase_pids: list[int]) -> tuple[float, float, float]:
+                hbase_pids: list[int], clients: int) -> tuple[float, float, float]:
     """``(points/s, server CPU us per point, HBase CPU us per point)`` of one round."""
     points = len(bodies) * POINTS_PER_REQUEST
     cpu_before = server_cpu()
     hbase_before = sum(pid_cpu_s(pid) for pid in hbase_pids)
     started = time.perf_counter()
-    asyncio.run(run_clients(port, [bodies[i::CLIENTS] for i in range(CLIENTS)], []))
+    asyncio.run(run_clients(port, [bodies[i::clients] for i in range(clients)], []))
     elapsed = time.perf_counter() - started
     hbase_s = sum(pid_cpu_s(pid) for pid in hbase_pids) - hbase_before
     return points / elapsed, (server_cpu() - cpu_before) / points * 1e6, hbase_s / points * 1e6
@@ -95,6 +94,7 @@ def main() -> int:
     parser.add_argument("--requests", type=int, default=400, help="per round and server")
     parser.add_argument("--appends", action="store_true", help="pytsd with enable_appends")
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--writers", type=int, default=4,
                         help="tsd.storage.hbase.writers (0: no batching, each request's own call)")
     parser.add_argument("--linger-ms", type=float, default=1.0)
@@ -111,7 +111,7 @@ def main() -> int:
                    cwd=ROOT, check=True, capture_output=True)
     hour_s = int(time.time()) // 3600 * 3600
     print(f"/api/put, {POINTS_PER_REQUEST} points per request over {POINTS_PER_REQUEST} series "
-          f"of the current hour, {CLIENTS} clients, {args.requests} requests per round; pytsd "
+          f"of the current hour, {args.clients} clients, {args.requests} requests per round; pytsd "
           f"{args.workers} workers, writers {args.writers}, linger {args.linger_ms} ms"
           f"{', appends' if args.appends else ''}; HBase JVMs {hbase_pids}; "
           f"load average {os.getloadavg()[0]:.1f} (a shared machine)")
@@ -131,12 +131,14 @@ def main() -> int:
             for round_no in range(args.rounds):
                 bodies = bodies_for(sent, args.requests, hour_s)
                 sent += args.requests
-                rate, cpu, hb = timed_round(port, bodies, descendants_cpu_s, hbase_pids)
+                rate, cpu, hb = timed_round(port, bodies, descendants_cpu_s, hbase_pids,
+                                            args.clients)
                 print(f"round {round_no}: pytsd    {rate:>9,.0f} points/s, server "
                       f"{cpu:6.1f} us/point, HBase {hb:6.1f} us/point")
                 if args.opentsdb:
                     rate_o, cpu_o, hb_o = timed_round(
-                        int(args.opentsdb.rsplit(":", 1)[1]), bodies, opentsdb_cpu, hbase_pids)
+                        int(args.opentsdb.rsplit(":", 1)[1]), bodies, opentsdb_cpu, hbase_pids,
+                        args.clients)
                     print(f"round {round_no}: OpenTSDB {rate_o:>9,.0f} points/s, server "
                           f"{cpu_o:6.1f} us/point, HBase {hb_o:6.1f} us/point; pytsd/OpenTSDB "
                           f"{rate / rate_o:.2f}x points/s, {(cpu + hb) / (cpu_o + hb_o):.2f}x "
