@@ -169,6 +169,8 @@ class WriteBatcher:
                 calls.append(partial(self._put_call, table, chunk))
         for (row, column), values in batch.appends.items():
             calls.append(partial(self._append_call, table, row, column, b"".join(values)))
+        if not calls:
+            return
         sequences = [calls[i::self.writers] for i in range(min(self.writers, len(calls)))]
         if len(sequences) == 1:
             _run(sequences[0])

@@ -238,6 +238,8 @@ def test_version_goes_up_with_a_write(table: Table, three_rows: tuple[int, int])
 
 def test_append_many_appends_in_order_within_a_cell(table: Table) -> None:
     table.append(b"r", b"t:\x05\x00\x00", b"\x00\x00\x01")
+    table.put_many([])  # nothing to write: nothing happens (the batcher has no call to make)
+    _declared(table, APPEND_MANY).append_many([])
     _declared(table, APPEND_MANY).append_many([
         (b"r", b"t:\x05\x00\x00", b"\x00\x10\x02"), (b"s", b"t:\x05\x00\x00", b"\x00\x20\x03"),
         (b"r", b"t:\x05\x00\x00", b"\x00\x30\x04")])
