@@ -89,11 +89,13 @@ def post_all(app: Flask, requests: range) -> list[int]:
         return list(pool.map(one, requests))
 
 
-@pytest.mark.parametrize("appends", [False, True], ids=["puts", "appends"])
+@pytest.mark.parametrize(("appends", "writers"), [(False, 4), (True, 4), (False, 0), (True, 0)],
+                         ids=["puts", "appends", "puts-unbatched", "appends-unbatched"])
 def test_every_point_of_concurrent_requests_is_stored(address: str, tsdbs: list[TSDB],
-                                                      appends: bool) -> None:
+                                                      appends: bool, writers: int) -> None:
     tsdb = tsdb_on(address, **{"tsd.storage.enable_appends": appends,
-                               "tsd.storage.hbase.write_linger_ms": 5})
+                               "tsd.storage.hbase.write_linger_ms": 5,
+                               "tsd.storage.hbase.writers": writers})
     tsdbs.append(tsdb)
     assert post_all(app_over(tsdb), range(REQUESTS)) == [204] * REQUESTS
     points = stored_points(tsdb)
