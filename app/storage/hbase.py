@@ -37,6 +37,7 @@ from Hbase_thrift import (  # the thriftpy2 module that `import happybase` regis
     AlreadyExists,
     BatchMutation,
     ColumnDescriptor,
+    Hbase,
     Mutation,
     TAppend,
     TScan,
@@ -54,12 +55,13 @@ from app.storage.hbase_scan import (
     row_stamp,
     row_stamp_sized,
 )
-from app.storage.hbase_thrift import call_with_args, mutate_rows_args
+from app.storage.hbase_thrift import mutate_rows, mutate_rows_args
 from app.storage.hbase_write import WriteBatcher
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+MUTATE_ROWS_RESULT = Hbase.mutateRows_result  # read by hbase_thrift.mutate_rows
 Client = Any  # thriftpy2's generated Hbase client: untyped
 Range = tuple[bytes | None, bytes | None]
 
@@ -149,7 +151,7 @@ class HBaseStore:
         return self._pool
 
     @contextmanager
-    def _client(self) -> Iterator[Client]:
+    def _connection(self) -> Iterator[happybase.Connection]:
         pool = self._connection_pool()
         with pool.connection(timeout=self.timeout_ms / 1000) as conn:
             last_used = getattr(conn, "pytsd_last_used", None)
@@ -157,7 +159,7 @@ class HBaseStore:
                 conn.close()
                 conn.open()
             try:
-                yield conn.client
+                yield conn
             except (TException, OSError):
                 conn.close()  # happybase then replaces the client, but leaks the old socket
                 raise
@@ -169,11 +171,17 @@ class HBaseStore:
         :param op: what is being done, for error messages ("scan tsdb").
         :param retry: the call is safe to repeat: retry it once on a broken connection.
         """
+        return self.call_on_connection(op, lambda connection: fn(connection.client), retry)
+
+    def call_on_connection(self, op: str, fn: Callable[[happybase.Connection], T],
+                           retry: bool = False) -> T:
+        """:meth:`call` with the whole happybase connection (its transport, for calls whose
+        arguments are already encoded: ``hbase_thrift``)."""
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                with self._client() as client:
-                    return fn(client)
+                with self._connection() as connection:
+                    return fn(connection)
             except happybase.NoConnectionsAvailable as exc:
                 raise StorageUnavailableError(
                     f"HBase is busy: no free Thrift connection within {self.timeout_ms} ms ({op})",
@@ -195,8 +203,10 @@ class HBaseStore:
         """One ``mutateRows`` call (the batcher's, or a direct write without it)."""
         args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
         # Puts are idempotent: repeating one after a broken connection is safe.
-        self.call(f"write to {table.decode()}",
-                  lambda c: call_with_args(c, "mutateRows", args), retry=True)
+        self.call_on_connection(
+            f"write to {table.decode()}",
+            lambda connection: mutate_rows(connection.transport, args, MUTATE_ROWS_RESULT),
+            retry=True)
 
     def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         """One ``append`` call: never repeated (a second one would append twice)."""

@@ -18,7 +18,8 @@ from collections.abc import Mapping, Sequence
 from struct import Struct
 from typing import Any
 
-from thriftpy2.thrift import TMessageType
+from thriftpy2.protocol import TBinaryProtocol
+from thriftpy2.thrift import TApplicationException, TMessageType
 
 _I32 = Struct(">i")
 _ROW_FIELD = b"\x0b\x00\x01"  # BatchMutation.row: string, field 1
@@ -48,13 +49,26 @@ def mutate_rows_args(table: bytes, rows: Sequence[tuple[bytes, Mapping[bytes, by
     return b"".join(parts)
 
 
-def call_with_args(client: Any, api: str, args: bytes) -> Any:
-    """thriftpy2's ``TClient._req`` with the arguments already encoded: the message header,
-    ``args``, then thriftpy2 reads the answer (and raises HBase's ``IOError``) as usual.
-    Reaches into the client's protocol (thriftpy2 0.7, pinned in constraints.txt)."""
-    oprot = client._oprot
-    oprot.write_message_begin(api, TMessageType.CALL, client._seqid)
-    oprot.trans.write(args)
-    oprot.write_message_end()
-    oprot.trans.flush()
-    return client._recv(api)
+def mutate_rows(transport: Any, args: bytes, result_class: Any) -> None:
+    """One ``mutateRows`` call on a connection's transport with the arguments already encoded:
+    the message header, ``args``, then the answer read as thriftpy2's client reads it into
+    ``result_class`` (``Hbase.mutateRows_result``, from the module happybase registers), HBase's
+    ``IOError`` / ``IllegalArgument`` raised as themselves."""
+    protocol = TBinaryProtocol(transport, decode_response=False)  # happybase's protocol class
+    protocol.write_message_begin("mutateRows", TMessageType.CALL, 0)
+    transport.write(args)
+    protocol.write_message_end()
+    transport.flush()
+    _, kind, _ = protocol.read_message_begin()
+    if kind == TMessageType.EXCEPTION:
+        failure = TApplicationException()
+        failure.read(protocol)
+        protocol.read_message_end()
+        raise failure
+    result = result_class()
+    result.read(protocol)
+    protocol.read_message_end()
+    if result.io is not None:
+        raise result.io
+    if result.ia is not None:
+        raise result.ia
