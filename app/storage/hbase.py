@@ -296,6 +296,8 @@ class HBaseStore:
         time.sleep(0.002)
 
     def close(self) -> None:
+        if self.batcher is not None:
+            self.batcher.close()  # its queued writes first: they hold pooled connections
         with self._lock:
             if self._executor is not None and self._executor_pid == os.getpid():
                 self._executor.shutdown(wait=True)

@@ -88,6 +88,8 @@ class WriteBatcher:
         self._pending_cells = 0
         self._first_at = 0.0
         self._calls: ThreadPoolExecutor | None = None
+        self._threads: list[threading.Thread] = []
+        self._stopping = False
 
     # ------------------------------------------------------------ callers
 
@@ -125,16 +127,35 @@ class WriteBatcher:
                 return
             # After a fork: the parent's threads and queue are not ours (and never will run).
             self._cond = threading.Condition()
-            self._pending, self._pending_cells = {}, 0
+            self._pending, self._pending_cells, self._stopping = {}, 0, False
             self._calls = ThreadPoolExecutor(self.writers, thread_name_prefix="pytsd-hbase-call")
-            for number in range(self.writers):
-                threading.Thread(target=self._writer_loop, daemon=True,
-                                 name=f"pytsd-hbase-write-{number}").start()
+            self._threads = [threading.Thread(target=self._writer_loop, daemon=True,
+                                              name=f"pytsd-hbase-write-{number}")
+                             for number in range(self.writers)]
+            for thread in self._threads:
+                thread.start()
             self._pid = os.getpid()
+
+    def close(self) -> None:
+        """Stop this process's writer threads once what is queued is written (a later write
+        starts them again): a closed store leaves no thread behind."""
+        with self._start_lock:
+            if self._pid != os.getpid():
+                return
+            with self._cond:
+                self._stopping = True
+                self._cond.notify_all()
+            for thread in self._threads:
+                thread.join(self.wait_s)
+            if self._calls is not None:
+                self._calls.shutdown(wait=True)
+            self._threads, self._calls, self._pid = [], None, 0
 
     def _writer_loop(self) -> None:
         while True:
             taken = self._take()
+            if taken is None:
+                return
             for table, batch in taken.items():
                 try:
                     self._write(table, batch)
@@ -145,9 +166,12 @@ class WriteBatcher:
                     for ticket in batch.tickets:
                         ticket.done(None)
 
-    def _take(self) -> dict[bytes, _TableBatch]:
+    def _take(self) -> dict[bytes, _TableBatch] | None:
+        """Everything queued, once it is worth writing; None when the batcher is closing."""
         with self._cond:
             while not self._pending:
+                if self._stopping:
+                    return None
                 self._cond.wait()
             deadline = self._first_at + self.linger_s
             while self._pending_cells < self.max_cells:

@@ -10,6 +10,7 @@ process, as they do in a server worker (its request threads share one store and 
 from __future__ import annotations
 
 import json
+import threading
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -163,3 +164,18 @@ def test_a_write_hbase_refuses_answers_every_request_with_an_error(
         assert status in (500, 503), (status, error)
         assert set(error["error"]) == {"code", "message", "details"}
         assert error["error"]["code"] == status
+
+
+def writer_threads() -> int:
+    return sum(1 for thread in threading.enumerate()
+               if thread.name.startswith("pytsd-hbase-write"))
+
+
+def test_a_closed_store_leaves_no_writer_thread(address: str) -> None:
+    before = writer_threads()
+    tsdb = tsdb_on(address, **{"tsd.storage.hbase.writers": 3})
+    assert app_over(tsdb).test_client().post("/api/put", data=body(0)).status_code == 204
+    assert writer_threads() == before + 3
+    tsdb.store.drop_tables()  # type: ignore[attr-defined]
+    tsdb.close()
+    assert writer_threads() == before
