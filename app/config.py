@@ -60,6 +60,16 @@ SETTINGS: dict[str, Setting] = {
         10000, int, "pytsd: HBase Thrift socket timeout in milliseconds."
     ),
     "tsd.storage.hbase.pool_size": Setting(4, int, "pytsd: Thrift connections per process."),
+    "tsd.storage.hbase.writers": Setting(
+        4, int,
+        "pytsd: write calls in flight per process, on Thrift connections of their own (beside "
+        "`pool_size`). Concurrent writes (puts, appends) are merged into few large calls and "
+        "each is answered once HBase has its cells; 0 writes each caller's cells directly.",
+    ),
+    "tsd.storage.hbase.write_linger_ms": Setting(
+        1.0, float,
+        "pytsd: how long a batched write waits for others to join it (milliseconds).",
+    ),
     "tsd.storage.hbase.compression": Setting(
         "GZ", lambda text: _compression(text),
         "pytsd: COMPRESSION of the column families `pytsd create-tables` makes "

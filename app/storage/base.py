@@ -247,6 +247,14 @@ class SpaceUsed(Protocol):
         ...
 
 
+@runtime_checkable
+class AppendMany(Protocol):
+    def append_many(self, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
+        """:meth:`Table.append` of each ``(row, column, value)``, in order within a row and
+        column, as few calls as the backend can (HBase: one per row, concurrently)."""
+        ...
+
+
 @dataclass(frozen=True)
 class Ability(Generic[A]):
     """One optional ability: the name a table declares, the protocol that types it."""
@@ -266,10 +274,11 @@ SCAN_STAMPS_PACKED: Ability[ScanStampsPacked] = Ability("scan_stamps_packed", Sc
 SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
 VERSIONED: Ability[Versioned] = Ability("version", Versioned)
 SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
+APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
-    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED)
+    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY)
 """Every optional ability (its name is the method it adds)."""
 
 

@@ -37,6 +37,7 @@ from Hbase_thrift import (  # the thriftpy2 module that `import happybase` regis
     AlreadyExists,
     BatchMutation,
     ColumnDescriptor,
+    Hbase,
     Mutation,
     TAppend,
     TScan,
@@ -54,10 +55,13 @@ from app.storage.hbase_scan import (
     row_stamp,
     row_stamp_sized,
 )
+from app.storage.hbase_thrift import mutate_rows, mutate_rows_args
+from app.storage.hbase_write import WriteBatcher
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
+MUTATE_ROWS_RESULT = Hbase.mutateRows_result  # read by hbase_thrift.mutate_rows
 Client = Any  # thriftpy2's generated Hbase client: untyped
 Range = tuple[bytes | None, bytes | None]
 
@@ -99,13 +103,20 @@ class HBaseStore:
     sets_itself_up = False  # OpenTSDB's rule: the tables must exist (`pytsd create-tables`)
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
-                 pool_size: int = 4) -> None:
+                 pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0) -> None:
         self.host = host
         self.port = port
         self.address = f"{host}:{port}"
         self.table_prefix = table_prefix
         self.timeout_ms = timeout_ms
-        self.pool_size = max(pool_size, 1)
+        # The writers get connections of their own on top of the readers' pool_size, so a
+        # burst of writes never leaves a query waiting for a connection (or the reverse).
+        self.pool_size = max(pool_size, 1) + max(writers, 0)
+        self.batcher: WriteBatcher | None = None
+        if writers > 0:
+            self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
+                                        write_linger_ms, CELLS_PER_PUT,
+                                        wait_s=4 * timeout_ms / 1000 + 1)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -124,7 +135,8 @@ class HBaseStore:
         if not host or not port.isdigit():
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
         return cls(host, int(port), config["tsd.storage.hbase.table_prefix"],
-                   config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"])
+                   config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
+                   config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"])
 
     # ------------------------------------------------------------ connections
 
@@ -139,7 +151,7 @@ class HBaseStore:
         return self._pool
 
     @contextmanager
-    def _client(self) -> Iterator[Client]:
+    def _connection(self) -> Iterator[happybase.Connection]:
         pool = self._connection_pool()
         with pool.connection(timeout=self.timeout_ms / 1000) as conn:
             last_used = getattr(conn, "pytsd_last_used", None)
@@ -147,7 +159,7 @@ class HBaseStore:
                 conn.close()
                 conn.open()
             try:
-                yield conn.client
+                yield conn
             except (TException, OSError):
                 conn.close()  # happybase then replaces the client, but leaks the old socket
                 raise
@@ -159,11 +171,17 @@ class HBaseStore:
         :param op: what is being done, for error messages ("scan tsdb").
         :param retry: the call is safe to repeat: retry it once on a broken connection.
         """
+        return self.call_on_connection(op, lambda connection: fn(connection.client), retry)
+
+    def call_on_connection(self, op: str, fn: Callable[[happybase.Connection], T],
+                           retry: bool = False) -> T:
+        """:meth:`call` with the whole happybase connection (its transport, for calls whose
+        arguments are already encoded: ``hbase_thrift``)."""
         attempts = 2 if retry else 1
         for attempt in range(1, attempts + 1):
             try:
-                with self._client() as client:
-                    return fn(client)
+                with self._connection() as connection:
+                    return fn(connection)
             except happybase.NoConnectionsAvailable as exc:
                 raise StorageUnavailableError(
                     f"HBase is busy: no free Thrift connection within {self.timeout_ms} ms ({op})",
@@ -178,6 +196,22 @@ class HBaseStore:
                 log.info("retrying HBase %s after a broken connection: %s", op,
                          hbase_errors.first_line(exc))
         raise AssertionError("unreachable")
+
+    # ------------------------------------------------------------ writes
+
+    def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
+        """One ``mutateRows`` call (the batcher's, or a direct write without it)."""
+        args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
+        # Puts are idempotent: repeating one after a broken connection is safe.
+        self.call_on_connection(
+            f"write to {table.decode()}",
+            lambda connection: mutate_rows(connection.transport, args, MUTATE_ROWS_RESULT),
+            retry=True)
+
+    def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
+        """One ``append`` call: never repeated (a second one would append twice)."""
+        append = TAppend(table=table, row=row, columns=[column], values=[value])
+        self.call(f"append to {table.decode()}", lambda c: c.append(append))
 
     def executor(self) -> ThreadPoolExecutor:
         """Threads for concurrent scans: one per pooled connection, per process (threads do
@@ -262,6 +296,8 @@ class HBaseStore:
         time.sleep(0.002)
 
     def close(self) -> None:
+        if self.batcher is not None:
+            self.batcher.close()  # its queued writes first: they hold pooled connections
         with self._lock:
             if self._executor is not None and self._executor_pid == os.getpid():
                 self._executor.shutdown(wait=True)
@@ -278,7 +314,7 @@ class HBaseTable:
 
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
-                           "scan_packed", "scan_stamps_packed"})
+                           "scan_packed", "scan_stamps_packed", "append_many"})
 
     def __init__(self, store: HBaseStore, name: str) -> None:
         self.store = store
@@ -396,25 +432,39 @@ class HBaseTable:
         self.put_many([(row, data)])
 
     def put_many(self, puts: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
-        batch: list[Any] = []
+        """Store the cells; returns once HBase has them. Through the store's write batcher
+        (merged with other threads' writes, ``hbase_write``) unless it is off."""
+        batcher = self.store.batcher
+        if batcher is not None:
+            batcher.put(self.full_name, puts)
+            return
+        batch: list[tuple[bytes, dict[bytes, bytes]]] = []
         cells = 0
         for row, data in puts:
-            batch.append(BatchMutation(row=row, mutations=[
-                Mutation(column=column, value=value) for column, value in data.items()]))
+            batch.append((row, dict(data)))
             cells += len(data)
             if cells >= CELLS_PER_PUT:
-                self._mutate(batch)
+                self.store.put_rows(self.full_name, batch)
                 batch, cells = [], 0
         if batch:
-            self._mutate(batch)
+            self.store.put_rows(self.full_name, batch)
 
     def _mutate(self, batch: list[Any]) -> None:
         # Puts and deletes are idempotent: repeating one after a broken connection is safe.
         self._call("write to", lambda c: c.mutateRows(self.full_name, batch, {}), retry=True)
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
-        append = TAppend(table=self.full_name, row=row, columns=[column], values=[value])
-        self._call("append to", lambda c: c.append(append))
+        self.append_many([(row, column, value)])
+
+    def append_many(self, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
+        """Append each ``(row, column, value)``, in order within a row and column: one
+        ``append`` call per row and column, the rows' calls concurrent (``hbase_write``)."""
+        batcher = self.store.batcher
+        if batcher is not None:
+            batcher.append(self.full_name, cells)
+            return
+        for row, column, value in cells:
+            self.store.append_cell(self.full_name, row, column, value)
 
     def delete(self, row: bytes, columns: Sequence[bytes] | None = None,
                up_to_ms: int | None = None) -> None:

@@ -16,6 +16,7 @@ import numpy as np
 
 from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
+from app.storage.base import APPEND_MANY, able
 from app.storage.codec_bulk import encode_points, encode_series
 from app.tsdb import TSDB
 from app.tsdb.points import (
@@ -231,8 +232,13 @@ class PointWriter:
             return
         table = self.tsdb.data_table()
         if self.appends:
-            for row, row_cells in rows.items():
-                for column, entry in row_cells.items():
+            cells = [(row, column, entry) for row, row_cells in rows.items()
+                     for column, entry in row_cells.items()]
+            many = able(table, APPEND_MANY)  # HBase: the rows' appends in parallel
+            if many is not None:
+                many.append_many(cells)
+            else:
+                for row, column, entry in cells:
                     table.append(row, column, entry)
         else:
             if compact_rows:

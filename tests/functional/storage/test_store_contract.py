@@ -9,6 +9,7 @@ import pytest
 
 from app.storage.base import (
     ABILITIES,
+    APPEND_MANY,
     RANGE_NEWEST,
     RANGE_STAMP,
     SCAN_MANY,
@@ -233,3 +234,14 @@ def test_version_goes_up_with_a_write(table: Table, three_rows: tuple[int, int])
     table.put(b"d", {b"t:\x00\x00": b"\x05"})
     second, changed_ms = versioned.version()
     assert second > first and changed_ms >= three_rows[0]
+
+
+def test_append_many_appends_in_order_within_a_cell(table: Table) -> None:
+    table.append(b"r", b"t:\x05\x00\x00", b"\x00\x00\x01")
+    table.put_many([])  # nothing to write: nothing happens (the batcher has no call to make)
+    _declared(table, APPEND_MANY).append_many([])
+    _declared(table, APPEND_MANY).append_many([
+        (b"r", b"t:\x05\x00\x00", b"\x00\x10\x02"), (b"s", b"t:\x05\x00\x00", b"\x00\x20\x03"),
+        (b"r", b"t:\x05\x00\x00", b"\x00\x30\x04")])
+    assert table.row(b"r") == {b"t:\x05\x00\x00": bytes.fromhex("000001 001002 003004")}
+    assert table.row(b"s") == {b"t:\x05\x00\x00": bytes.fromhex("002003")}
