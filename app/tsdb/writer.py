@@ -44,8 +44,9 @@ __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_times
 
 VECTOR_MIN_POINTS = 128  # batches at least this big are encoded with numpy
 # Batches at least this big go to a store that takes blocks (``put_block``) as one: no Python
-# object per cell on the way (below it, numpy's fixed cost per call is the larger).
-BLOCK_MIN_POINTS = 16
+# object per cell on the way. Below it numpy's fixed cost per call is the larger: a block of
+# 50 points cost as much as the per-point path (docs/performance.md).
+BLOCK_MIN_POINTS = VECTOR_MIN_POINTS
 MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
 Cell = tuple[bytes, bytes, bytes]
 APPEND_COLUMN = b"t:" + codec.APPEND_QUALIFIER
