@@ -152,8 +152,9 @@ class StoreSpace:
 
 
 # --- optional abilities ------------------------------------------------------------------
-# A backend may offer faster ways to read; the read path uses each when the table declares
-# it (``Table.abilities``) and the plain ``scan``/``rows`` otherwise, with the same answers.
+# A backend may offer faster ways to read (or to write: ``put_block``); the caller uses each
+# when the table declares it (``Table.abilities``) and the plain ``scan``/``rows``/``put_many``
+# otherwise, with the same answers.
 
 Range = tuple[bytes | None, bytes | None]
 A = TypeVar("A")

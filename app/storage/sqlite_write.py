@@ -8,8 +8,10 @@ one of the ``cells_stamp`` index), and every commit writes all those pages to th
 :func:`pack_cells`), in the same transaction as before: a committed cell is stored, and a crash
 loses nothing that was acknowledged. One row per batch rather than one per cell: binding six
 parameters and inserting a row and an index entry per cell cost about as much as the merge
-itself, and a batch is written once to the log either way. Staged cells move into ``cells`` in
-key order, in bulk (each page of ``cells`` touched once for many cells):
+itself, and a batch is written once to the log either way. The writer's blocks of data cells
+(``put_block``) are staged likewise, in a columnar form SQLite merges alone (sqlite_block.py).
+Staged cells move into ``cells`` in key order, in bulk (each page of ``cells`` touched once
+for many cells; a block's cells in its own order):
 
 * when a process has staged :data:`STAGE_MAX_CELLS` cells or :data:`STAGE_MAX_BYTES` bytes
   since its last merge (so ``staged_batches`` holds at most that much per writing process);
