@@ -207,10 +207,13 @@ def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
     point_writer = writer.PointWriter(tsdb)
     parsers = [PutParser() for _ in range(connections)]
 
+    payloads = {(conn, n): block(conn, n * lines, lines).splitlines()[:-1]  # not `version`
+                for n in range(blocks + 1) for conn in range(connections)}
+
     def parse(conn: int, number: int) -> PointBatch:
         batch = PointBatch()
         add = parsers[conn].add_line
-        for line in block(conn, number * lines, lines).splitlines()[:-1]:  # not `version`
+        for line in payloads[(conn, number)]:
             add(line, batch)
         return batch
 
