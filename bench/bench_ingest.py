@@ -212,9 +212,7 @@ def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
 
     def parse(conn: int, number: int) -> PointBatch:
         batch = PointBatch()
-        add = parsers[conn].add_line
-        for line in payloads[(conn, number)]:
-            add(line, batch)
+        parsers[conn].add_lines(payloads[(conn, number)], batch)
         return batch
 
     for conn in range(connections):  # new series and UIDs, untimed
