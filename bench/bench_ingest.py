@@ -8,8 +8,14 @@
    ``version``) while one client times ``/api/version``; afterwards every acknowledged point
    is counted in the store itself.
 
+3. In process (``--in-process``): the same blocks parsed and written by one thread, no server,
+   printing the CPU per point of parsing, of the writer and staging, and of the staging merges;
+   ``--per-point`` writes them without blocks (``put_many``: a Python object per cell), the
+   path before issue 26, for an A/B in the same conditions.
+
 Usage: ``python bench/bench_ingest.py [--soak] [--seconds 60] [--connections 200]``, or
-``--hbase host:port`` for the throughput run on HBase (in fresh tables of a random prefix).
+``--hbase host:port`` for the throughput run on HBase (in fresh tables of a random prefix), or
+``--in-process [--per-point] [--blocks 25]``.
 """
 
 from __future__ import annotations
@@ -179,14 +185,76 @@ def bench_soak(seconds: float, connections: int, lines: int = 50) -> None:
           f"second; load average {os.getloadavg()[0]:.1f}")
 
 
+def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
+                     lines: int = 1000) -> None:
+    """Parse and write ``blocks`` blocks of each connection in this thread: CPU per point."""
+    sys.path.insert(0, str(ROOT))
+    import tempfile
+
+    from app.config import load_config
+    from app.lineproto.parse import PutParser
+    from app.storage import sqlite_write
+    from app.tsdb import TSDB, writer
+    from app.tsdb.points import PointBatch
+    from app.tsdb.schema import create_tables
+
+    if per_point:
+        writer.BLOCK_MIN_POINTS = 10**9
+    folder = tempfile.mkdtemp(prefix="pytsd-bench-")
+    tsdb = TSDB(load_config({"tsd.storage": f"sqlite:///{folder}/ingest.db",
+                             "tsd.core.auto_create_metrics": True}, environ={}))
+    create_tables(tsdb.store, tsdb.config)
+    point_writer = writer.PointWriter(tsdb)
+    parsers = [PutParser() for _ in range(connections)]
+
+    payloads = {(conn, n): block(conn, n * lines, lines).splitlines()[:-1]  # not `version`
+                for n in range(blocks + 1) for conn in range(connections)}
+
+    def parse(conn: int, number: int) -> PointBatch:
+        batch = PointBatch()
+        parsers[conn].add_lines(payloads[(conn, number)], batch)
+        return batch
+
+    for conn in range(connections):  # new series and UIDs, untimed
+        point_writer.write_batch(parse(conn, 0))
+    merge_s = [0.0]
+    merge = sqlite_write.merge_staged
+
+    def timed_merge(*args: object, **kwargs: object) -> None:
+        started = time.process_time()
+        merge(*args, **kwargs)  # type: ignore[arg-type]
+        merge_s[0] += time.process_time() - started
+
+    sqlite_write.merge_staged = timed_merge  # type: ignore[assignment]
+    started = time.process_time()
+    batches = [parse(conn, n) for n in range(1, blocks + 1) for conn in range(connections)]
+    parse_s = time.process_time() - started
+    started = time.process_time()
+    for batch in batches:
+        point_writer.write_batch(batch)
+    tsdb.data_table().row(b"")  # the last staged cells merged
+    write_s = time.process_time() - started - merge_s[0]
+    points = blocks * connections * lines
+    print(f"in process, {'per-point cells (put_many)' if per_point else 'blocks'}, "
+          f"{points:,} points: CPU per point: parse {parse_s / points * 1e6:.2f} us, "
+          f"write and stage {write_s / points * 1e6:.2f} us, merge {merge_s[0] / points * 1e6:.2f}"
+          f" us (load average {os.getloadavg()[0]:.1f})")
+    tsdb.close()
+
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser()
     parser.add_argument("--soak", action="store_true")
     parser.add_argument("--seconds", type=float, default=60.0)
     parser.add_argument("--connections", type=int, default=200)
     parser.add_argument("--hbase", metavar="HOST:PORT", help="measure on this HBase (Thrift)")
+    parser.add_argument("--in-process", action="store_true")
+    parser.add_argument("--per-point", action="store_true")
+    parser.add_argument("--blocks", type=int, default=25)
     args = parser.parse_args()
-    if args.hbase:
+    if args.in_process:
+        bench_in_process(args.blocks, args.per_point)
+    elif args.hbase:
         prefix = f"bench{os.getpid()}_{int(time.time())}_"
         bench_throughput(f"HBase {args.hbase}", "FULL", blocks=20, storage_env={
             "TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix})

@@ -89,6 +89,30 @@ class PutParser:
         # (metric bytes, tag bytes) of a plain line -> its batch key, metric and tags.
         self._known: dict[tuple[bytes, bytes], tuple[tuple[str, ...], str, TagPairs]] = {}
 
+    def add_lines(self, lines: list[bytes], batch: PointBatch) -> None:
+        """:meth:`add_line` of each raw ``put`` line in turn, the common line (a known
+        series, digits only) handled inline: no call and no attribute look-up per line."""
+        known_get = self._known.get
+        series = batch.series
+        series_of, timestamps = batch.series_of.append, batch.timestamps.append
+        values, errors = batch.values.append, batch.errors.append
+        for line in lines:
+            fields = line.split(b" ", 4)
+            if len(fields) == 5:
+                known = known_get((fields[1], fields[4]))
+                ts, value = fields[2], fields[3]
+                if known is not None and ts.isdigit() and len(ts) <= FAST_DIGITS \
+                        and ts[0] != 48 and value.isdigit() and len(value) <= FAST_DIGITS:
+                    key = known[0]
+                    if key not in series:
+                        series[key] = (known[1], known[2])
+                    series_of(key)
+                    timestamps(int(ts))
+                    values(int(value))
+                    errors(None)
+                    continue
+            self.add_line(line, batch)
+
     def add_line(self, line: bytes, batch: PointBatch) -> None:
         """Add the point of one raw ``put`` line (``b"put ..."``) to ``batch`` (or its error)."""
         fields = line.split(b" ", 4)

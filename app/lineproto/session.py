@@ -61,11 +61,15 @@ class TelnetSession:
         replies: list[str] = []
         batch: PointBatch | None = None
         plain_puts = "put" in self.commands and not self.gate.required
+        puts: list[bytes] = []  # raw put lines not yet parsed: parsed together, in order
         for line in lines:
             if plain_puts and line.startswith(b"put "):  # the common line: no words needed
-                batch = batch if batch is not None else PointBatch()
-                self.parser.add_line(line, batch)
+                puts.append(line)
                 continue
+            if puts:
+                batch = batch if batch is not None else PointBatch()
+                self.parser.add_lines(puts, batch)
+                puts = []
             words = line.decode("utf-8", "replace").split()
             if not words:
                 continue  # OpenTSDB answers an empty line "unknown command: ."
@@ -87,6 +91,9 @@ class TelnetSession:
                 return "".join(replies).encode(), True
             handler = self._handlers.get(command or "", self._unknown)
             replies.append(handler(words))
+        if puts:
+            batch = batch if batch is not None else PointBatch()
+            self.parser.add_lines(puts, batch)
         if batch is not None:
             replies += self._store(batch)
         return "".join(replies).encode(), False

@@ -20,6 +20,9 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
+import numpy as np
+import numpy.typing as npt
+
 Row = dict[bytes, bytes]
 """The cells of one row, keyed by ``b"family:qualifier"``."""
 
@@ -149,8 +152,9 @@ class StoreSpace:
 
 
 # --- optional abilities ------------------------------------------------------------------
-# A backend may offer faster ways to read; the read path uses each when the table declares
-# it (``Table.abilities``) and the plain ``scan``/``rows`` otherwise, with the same answers.
+# A backend may offer faster ways to read (or to write: ``put_block``); the caller uses each
+# when the table declares it (``Table.abilities``) and the plain ``scan``/``rows``/``put_many``
+# otherwise, with the same answers.
 
 Range = tuple[bytes | None, bytes | None]
 A = TypeVar("A")
@@ -256,6 +260,46 @@ class AppendMany(Protocol):
 
 
 @dataclass(frozen=True)
+class CellBlock:
+    """Data cells (family ``t``) in columnar form: what the writer encodes a batch into.
+
+    Cell ``i`` is in row ``rows[row_of[i]]``; its qualifier is the next ``qualifier_lengths[i]``
+    bytes of ``qualifiers`` and its value the next ``value_lengths[i]`` bytes of ``values``
+    (both concatenated in cell order). Of two cells with the same row and qualifier the later
+    one is the one stored, as in a ``put_many`` of the cells in this order."""
+
+    rows: Sequence[bytes]
+    row_of: npt.NDArray[np.int64]
+    qualifiers: bytes
+    qualifier_lengths: npt.NDArray[np.int64]
+    values: bytes
+    value_lengths: npt.NDArray[np.int64]
+
+    def __len__(self) -> int:
+        return int(self.row_of.size)
+
+    def puts(self) -> list[tuple[bytes, Row]]:
+        """The cells as ``put_many``'s argument, rows in key order (any table takes these)."""
+        q_ends = np.cumsum(self.qualifier_lengths).tolist()
+        v_ends = np.cumsum(self.value_lengths).tolist()
+        rows: dict[bytes, Row] = {}
+        q_at = v_at = 0
+        for row_index, q_end, v_end in zip(self.row_of.tolist(), q_ends, v_ends):
+            cells = rows.setdefault(self.rows[row_index], {})
+            cells[b"t:" + self.qualifiers[q_at:q_end]] = self.values[v_at:v_end]
+            q_at, v_at = q_end, v_end
+        return sorted(rows.items())
+
+
+@runtime_checkable
+class PutBlock(Protocol):
+    def put_block(self, block: CellBlock) -> None:
+        """Store the block's cells as ``put_many(block.puts())`` would, without a Python
+        object per cell (the embedded store stages the block as it is: sqlite_block.py)."""
+        ...
+
+
+@dataclass(frozen=True)
 class Ability(Generic[A]):
     """One optional ability: the name a table declares, the protocol that types it."""
 
@@ -275,10 +319,12 @@ SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
 VERSIONED: Ability[Versioned] = Ability("version", Versioned)
 SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
+PUT_BLOCK: Ability[PutBlock] = Ability("put_block", PutBlock)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
-    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY)
+    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
+    PUT_BLOCK)
 """Every optional ability (its name is the method it adds)."""
 
 

@@ -8,6 +8,8 @@ points one compacted column per hour row (bulk imports; second timestamps only).
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 import numpy.typing as npt
 
@@ -78,28 +80,51 @@ def encode_series(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
     return cells
 
 
-def encode_points(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
-                  floats: npt.NDArray[np.float64], is_float: npt.NDArray[np.bool_],
-                  wide_floats: bool = False) -> tuple[list[int], list[bytes], list[bytes]]:
-    """Each point's single cell: ``(base_times_s, qualifiers, values)``, one entry per point.
+class CellColumns(NamedTuple):
+    """Each point's single cell in columnar form: its row's base time, its qualifier and value
+    bytes (each concatenated in point order) and their lengths."""
+
+    base_times_s: npt.NDArray[np.int64]
+    qualifiers: bytes
+    qualifier_lengths: npt.NDArray[np.int64]
+    values: bytes
+    value_lengths: npt.NDArray[np.int64]
+
+
+def encode_columns(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
+                   floats: npt.NDArray[np.float64], is_float: npt.NDArray[np.bool_],
+                   wide_floats: bool = False) -> CellColumns:
+    """Each point's single cell, columnar (:class:`CellColumns`), with no step per point.
 
     Timestamps are positive seconds or milliseconds (OpenTSDB's SECOND_MASK rule); point i's
     value is ``floats[i]`` when ``is_float[i]`` else ``ints[i]`` (see :func:`_value_matrix`).
     """
-    n = ts.size
-    if n == 0:
-        return [], [], []
     is_ms = ts >= SECONDS_LIMIT
     seconds = np.where(is_ms, ts // 1000, ts)
     base = seconds - seconds % MAX_TIMESPAN
     matrix, lengths, flags = _value_matrix(ints, floats, is_float, wide_floats)
     qualifier = np.where(is_ms, MS_FLAG | ((ts - base * 1000) << MS_FLAG_BITS) | flags,
                          ((ts - base) << FLAG_BITS) | flags)
-    q_bytes = qualifier.astype(">u4").tobytes()
+    q_lengths: npt.NDArray[np.int64] = np.where(is_ms, 4, 2)
+    q_matrix = qualifier.astype(">u4").view(np.uint8).reshape(-1, 4)
+    q_bytes = q_matrix[np.arange(4) >= (4 - q_lengths)[:, None]].tobytes()
     v_bytes = matrix[np.arange(8) >= (8 - lengths)[:, None]].tobytes()
-    v_end = np.cumsum(lengths).tolist()
-    v_start = [0, *v_end[:-1]]
-    qualifiers = [q_bytes[4 * i:4 * i + 4] if ms else q_bytes[4 * i + 2:4 * i + 4]
-                  for i, ms in enumerate(is_ms.tolist())]
-    values = [v_bytes[start:end] for start, end in zip(v_start, v_end)]
-    return base.tolist(), qualifiers, values
+    return CellColumns(base, q_bytes, q_lengths, v_bytes, lengths)
+
+
+def encode_points(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
+                  floats: npt.NDArray[np.float64], is_float: npt.NDArray[np.bool_],
+                  wide_floats: bool = False) -> tuple[list[int], list[bytes], list[bytes]]:
+    """Each point's single cell: ``(base_times_s, qualifiers, values)``, one entry per point
+    (:func:`encode_columns` cut into one ``bytes`` per field)."""
+    if ts.size == 0:
+        return [], [], []
+    columns = encode_columns(ts, ints, floats, is_float, wide_floats)
+    return (columns.base_times_s.tolist(),
+            _cut(columns.qualifiers, columns.qualifier_lengths),
+            _cut(columns.values, columns.value_lengths))
+
+
+def _cut(joined: bytes, lengths: npt.NDArray[np.int64]) -> list[bytes]:
+    ends = np.cumsum(lengths).tolist()
+    return [joined[start:end] for start, end in zip([0, *ends[:-1]], ends)]

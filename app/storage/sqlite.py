@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.errors import StorageError
-from app.storage.base import Row, StoreSpace, prefix_stop
+from app.storage.base import CellBlock, Row, StoreSpace, prefix_stop
+from app.storage.sqlite_block import fits
 from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
 from app.storage.sqlite_space import (
     add_packed_flag,
@@ -38,7 +39,9 @@ from app.storage.sqlite_write import (
     STAGING_SCHEMA,
     GroupCommit,
     WriteLock,
+    add_block_index,
     count_write,
+    has_block_index,
     has_cell_staging,
     has_staged,
     merge_staged,
@@ -107,6 +110,9 @@ class SqliteStore:
             if has_cell_staging(self.connection()):  # a store an older pytsd wrote
                 with self.transaction() as db:
                     retire_cell_staging(db)
+            if not has_block_index(self.connection()):  # a store an older pytsd wrote
+                with self.transaction() as db:
+                    add_block_index(db)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot open or create the embedded store {self.path}",
                                f"{exc}. Check that its folder exists or can be created and "
@@ -225,7 +231,7 @@ class SqliteTable:
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
                            "range_newest", "scan_packed", "scan_newest", "version",
-                           "space_used"})
+                           "space_used", "put_block"})
 
     def __init__(self, store: SqliteStore, name: str) -> None:
         self.store = store
@@ -380,6 +386,14 @@ class SqliteTable:
                 if column[:2] != b"t:":
                     split_qualified(column)
         self.store._group.write(self.name, puts)
+
+    def put_block(self, block: CellBlock) -> None:
+        """Stage a block of data cells as one row, merged by SQLite alone (sqlite_block.py);
+        a block that does not fit its index goes through :meth:`put_many`."""
+        if fits(block):
+            self.store._group.write_block(self.name, block)
+        elif len(block):
+            self.put_many(block.puts())
 
     def append(self, row: bytes, column: bytes, value: bytes) -> None:
         family, qualifier = split_qualified(column)

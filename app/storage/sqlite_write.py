@@ -8,8 +8,10 @@ one of the ``cells_stamp`` index), and every commit writes all those pages to th
 :func:`pack_cells`), in the same transaction as before: a committed cell is stored, and a crash
 loses nothing that was acknowledged. One row per batch rather than one per cell: binding six
 parameters and inserting a row and an index entry per cell cost about as much as the merge
-itself, and a batch is written once to the log either way. Staged cells move into ``cells`` in
-key order, in bulk (each page of ``cells`` touched once for many cells):
+itself, and a batch is written once to the log either way. The writer's blocks of data cells
+(``put_block``) are staged likewise, in a columnar form SQLite merges alone (sqlite_block.py).
+Staged cells move into ``cells`` in key order, in bulk (each page of ``cells`` touched once
+for many cells; a block's cells in its own order):
 
 * when a process has staged :data:`STAGE_MAX_CELLS` cells or :data:`STAGE_MAX_BYTES` bytes
   since its last merge (so ``staged_batches`` holds at most that much per writing process);
@@ -33,7 +35,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from itertools import chain, repeat
 from operator import itemgetter
 from typing import TYPE_CHECKING
@@ -41,6 +43,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
+from app.storage.base import CellBlock
+from app.storage.sqlite_block import block_blob, block_records, merge_block
 from app.storage.sqlite_pack import KEY_MIN_BYTES, float_widths, pack, pack_qualifier
 
 log = logging.getLogger(__name__)
@@ -62,7 +66,7 @@ MERGE_CHUNK_CELLS = 100_000
 STAGING_SCHEMA = """
 CREATE TABLE IF NOT EXISTS staged_batches (
     seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, ts INTEGER NOT NULL, cells INTEGER NOT NULL,
-    data BLOB NOT NULL
+    data BLOB NOT NULL, cell_index TEXT
 );
 CREATE INDEX IF NOT EXISTS staged_batches_tbl ON staged_batches (tbl);
 -- A table's number of write transactions and the time of its last, kept only for tables a
@@ -142,34 +146,66 @@ def has_staged(db: sqlite3.Connection, table: str) -> bool:
 def staged_records(db: sqlite3.Connection, table: str | None = None,
                    after_seq: int = 0) -> tuple[list[Record], int]:
     """The staged cells (of ``table``, or all) of the batches after ``after_seq``, in arrival
-    order, up to about :data:`MERGE_CHUNK_CELLS`; and the last batch's ``seq`` (0: none)."""
-    where, args = ("seq > ?", (after_seq,)) if table is None else (
-        "seq > ? AND tbl = ?", (after_seq, table))
+    order, up to about :data:`MERGE_CHUNK_CELLS`; and the last batch's ``seq`` (0: none).
+    Blocks are decoded cell by cell here (what a test or a tool inspects); the merge itself
+    leaves them to SQLite (:func:`merge_staged`)."""
     records: list[Record] = []
     last = 0
-    for seq, tbl, ts, cells, blob in db.execute(
-            f"SELECT seq, tbl, ts, cells, data FROM staged_batches WHERE {where} ORDER BY seq",
-            args):
-        records += _records(tbl, *unpack_cells(cells, blob), ts)
+    for part, seq in _staged_parts(db, table, after_seq):
+        records += part if isinstance(part, list) else block_records(*part)
         last = seq
-        if len(records) >= MERGE_CHUNK_CELLS:
-            break
     return records, last
 
 
+StagedBlock = tuple[str, int, bytes, str]
+"""A staged block: ``(tbl, write time in ms, data, cell_index)``."""
+
+
+def _staged_parts(db: sqlite3.Connection, table: str | None, after_seq: int
+                  ) -> Iterator[tuple[list[Record] | StagedBlock, int]]:
+    """The staged batches after ``after_seq`` in arrival order, each with the last ``seq``
+    it covers: runs of ``put_many`` batches as records (up to about
+    :data:`MERGE_CHUNK_CELLS`), blocks one by one. Stops after :data:`MERGE_CHUNK_CELLS`."""
+    where, args = ("seq > ?", (after_seq,)) if table is None else (
+        "seq > ? AND tbl = ?", (after_seq, table))
+    records: list[Record] = []
+    last = counted = 0
+    for seq, tbl, ts, cells, blob, cell_index in db.execute(
+            "SELECT seq, tbl, ts, cells, data, cell_index FROM staged_batches"
+            f" WHERE {where} ORDER BY seq", args):
+        if cell_index is not None:
+            if records:
+                yield records, last
+                records = []
+            yield (tbl, ts, blob, cell_index), seq
+        else:
+            records += _records(tbl, *unpack_cells(cells, blob), ts)
+        last = seq
+        counted += cells
+        if counted >= MERGE_CHUNK_CELLS:
+            break
+    if records:
+        yield records, last
+
+
 def merge_staged(db: sqlite3.Connection, table: str | None = None, pack: bool = False) -> None:
-    """Move the staged cells (of ``table``, or all) into ``cells``, in row order. A staged
+    """Move the staged cells (of ``table``, or all) into ``cells``, in arrival order. A staged
     cell is always newer than the one it replaces: other writes to ``cells`` merge first.
     One transaction (the caller's): see docs/performance.md on merging in steps."""
     after = 0
     while True:
-        records, last = staged_records(db, table, after)
+        last = 0
+        for part, seq in _staged_parts(db, table, after):
+            last = seq
+            if isinstance(part, list):
+                # Sorted by row for locality (each page of ``cells`` touched once); the sort
+                # is stable, so of a cell staged twice the later arrival replaces the other.
+                part.sort(key=itemgetter(1))
+                insert_merged(db, part, pack)
+            else:
+                merge_block(db, *part)
         if not last:
             return
-        # Sorted by row for locality (each page of ``cells`` touched once); the sort is stable,
-        # so of a cell staged twice the later arrival is inserted last and replaces the other.
-        records.sort(key=itemgetter(1))
-        insert_merged(db, records, pack)
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
         db.execute(f"DELETE FROM staged_batches WHERE seq <= ?{where}", args)
         after = last
@@ -198,6 +234,19 @@ def has_cell_staging(db: sqlite3.Connection) -> bool:
     """Whether the store has the staging table of an older pytsd (one SQL row per cell)."""
     return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'staged'"
                       ).fetchone() is not None
+
+
+def add_block_index(db: sqlite3.Connection) -> None:
+    """Give the staging table of an older pytsd the ``cell_index`` column of blocks
+    (sqlite_block.py): its staged batches read as ``put_many`` batches, as they are. In the
+    caller's write transaction."""
+    columns = {row[1] for row in db.execute("PRAGMA table_info(staged_batches)")}
+    if "cell_index" not in columns:
+        db.execute("ALTER TABLE staged_batches ADD COLUMN cell_index TEXT")
+
+
+def has_block_index(db: sqlite3.Connection) -> bool:
+    return "cell_index" in {row[1] for row in db.execute("PRAGMA table_info(staged_batches)")}
 
 
 def retire_cell_staging(db: sqlite3.Connection) -> None:
@@ -267,7 +316,14 @@ class GroupCommit:
 
     def write(self, table: str, puts: Puts) -> None:
         """Store ``table``'s cells: staged, or directly when they are big."""
-        mine = _Pending(table, puts)
+        self._commit(_Pending(table, puts))
+
+    def write_block(self, table: str, block: CellBlock) -> None:
+        """Stage a block of data cells that fits ``sqlite_block``'s index."""
+        self._commit(_Pending(table, (), block))
+
+    def _commit(self, mine: _Pending) -> None:
+        """Queue ``mine``; commit it with the queued batches of other threads (module doc)."""
         with self._ready:
             self._queue.append(mine)
             while not mine.done and self._writing:
@@ -323,8 +379,9 @@ class GroupCommit:
 def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int, pack: bool) -> None:
     count_write(db, pending.table, written_ms)
     if not pending.direct:
-        db.execute("INSERT INTO staged_batches (tbl, ts, cells, data) VALUES (?, ?, ?, ?)",
-                   (pending.table, written_ms, pending.cells, pending.blob))
+        db.execute("INSERT INTO staged_batches (tbl, ts, cells, data, cell_index)"
+                   " VALUES (?, ?, ?, ?, ?)", (pending.table, written_ms, pending.cells,
+                                              pending.blob, pending.cell_index))
         return
     if has_staged(db, pending.table):  # older staged cells first: these are newer
         merge_staged(db, pending.table, pack)
@@ -368,13 +425,18 @@ def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> 
 class _Pending:
     """One writer's batch, packed (when it is to be staged) before it waits for the lock."""
 
-    def __init__(self, table: str, puts: Puts) -> None:
+    def __init__(self, table: str, puts: Puts, block: CellBlock | None = None) -> None:
         self.table = table
         self.puts = puts
-        self.cells = sum(len(data) for _, data in puts)
-        self.nbytes = sum(len(value) for _, data in puts for value in data.values())
-        self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * self.cells > 0
-        self.blob = b"" if self.direct else pack_cells(puts)[1]
+        self.cell_index: str | None = None
+        if block is not None:  # small cells (a block that fits): always staged
+            self.cells, self.nbytes, self.direct = len(block), len(block.values), False
+            self.blob, self.cell_index = block_blob(block)
+        else:
+            self.cells = sum(len(data) for _, data in puts)
+            self.nbytes = sum(len(value) for _, data in puts for value in data.values())
+            self.direct = self.nbytes >= DIRECT_MIN_BYTES_PER_CELL * self.cells > 0
+            self.blob = b"" if self.direct else pack_cells(puts)[1]
         self.done = False
         self.error: BaseException | None = None
 

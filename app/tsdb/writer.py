@@ -10,14 +10,15 @@ encodes the accepted points' cells with numpy and stores them in one write (:met
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
+import numpy.typing as npt
 
 from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
-from app.storage.base import APPEND_MANY, able
-from app.storage.codec_bulk import encode_points, encode_series
+from app.storage.base import APPEND_MANY, PUT_BLOCK, CellBlock, able
+from app.storage.codec_bulk import encode_columns, encode_points, encode_series
 from app.tsdb import TSDB
 from app.tsdb.points import (
     MAX_MS_TIMESTAMP,
@@ -42,6 +43,10 @@ __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_times
            "parse_value", "parse_value_text"]
 
 VECTOR_MIN_POINTS = 128  # batches at least this big are encoded with numpy
+# Batches at least this big go to a store that takes blocks (``put_block``) as one: no Python
+# object per cell on the way. Below it numpy's fixed cost per call is the larger: a block of
+# 50 points cost as much as the per-point path (docs/performance.md).
+BLOCK_MIN_POINTS = VECTOR_MIN_POINTS
 MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
 Cell = tuple[bytes, bytes, bytes]
 APPEND_COLUMN = b"t:" + codec.APPEND_QUALIFIER
@@ -147,6 +152,13 @@ class PointWriter:
         if compact_rows and not self.appends and not batch.wide_floats and \
                 self._store_compacted(series_of, timestamps, values, templates):
             return
+        if not compact_rows and not self.appends and len(series_of) >= BLOCK_MIN_POINTS \
+                and self.tsdb.tsuid_tracker is None:
+            table = able(self.tsdb.data_table(), PUT_BLOCK)
+            if table is not None:
+                self._stored(self._block_rows(series_of, timestamps, values, templates,
+                                              batch.wide_floats, table.put_block))
+                return
         bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
         row_for = self.row_for
         # (series key, base time) -> its row's cells; two keys of one series share the row.
@@ -162,6 +174,33 @@ class PointWriter:
             else:
                 cells[b"t:" + qualifier] = raw
         self.store_rows(rows, compact_rows)
+
+    def _block_rows(self, series_of: Sequence[object], timestamps: Sequence[int],
+                    values: Sequence[Value], templates: Mapping[object, bytes],
+                    wide_floats: bool, put_block: Callable[[CellBlock], None]) -> list[bytes]:
+        """Encode the points as one :class:`CellBlock` (numpy: a step per distinct row, none
+        per point), hand it to ``put_block``; return the row keys written."""
+        keys = list(templates)
+        code = {key: i for i, key in enumerate(keys)}
+        series = np.fromiter(map(code.__getitem__, series_of), np.int64, len(series_of))
+        ints, floats, is_float = _value_arrays(values)
+        columns = encode_columns(np.array(timestamps, dtype=np.int64), ints, floats, is_float,
+                                 wide_floats)
+        # One row per (series, base time): both in one int64 (base times are below 2**32).
+        pairs, row_of = np.unique((series << 32) | columns.base_times_s, return_inverse=True)
+        row_for = self.row_for
+        rows = [row_for(templates[keys[pair >> 32]], pair & 0xFFFFFFFF)
+                for pair in pairs.tolist()]
+        put_block(CellBlock(rows, row_of.reshape(-1), columns.qualifiers,
+                            columns.qualifier_lengths, columns.values, columns.value_lengths))
+        return rows
+
+    def _stored(self, rows: Iterable[bytes]) -> None:
+        """What follows a write of single cells to ``rows`` (as :meth:`store_rows` does)."""
+        rows = list(rows)
+        if self.tsdb.compaction_queue is not None:
+            self.tsdb.compaction_queue.add(rows)
+        mark_rows(self.tsdb, rows)  # after the cells: rollup_coverage's rule
 
     def _store_compacted(self, series_of: Sequence[object], timestamps: Sequence[int],
                          values: Sequence[Value], templates: Mapping[object, bytes]) -> bool:
@@ -305,16 +344,8 @@ def _encode(timestamps: list[int], values: list[Value], wide_floats: bool
     """Each point's ``(base_time_s, qualifier, value_bytes)``: numpy for big batches; point by
     point below ``VECTOR_MIN_POINTS``, where numpy's fixed cost per call is the larger."""
     if len(values) >= VECTOR_MIN_POINTS:
-        as_array = np.array(values)
-        if as_array.dtype == np.int64:  # integers only (the common case): no pass per point
-            return encode_points(np.array(timestamps, dtype=np.int64), as_array,
-                                 as_array.astype(np.float64),
-                                 np.zeros(len(values), dtype=bool), wide_floats)
-        is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
-        ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())],
-                        dtype=np.int64)
-        return encode_points(np.array(timestamps, dtype=np.int64), ints,
-                             np.array(values, dtype=np.float64), is_float, wide_floats)
+        return encode_points(np.array(timestamps, dtype=np.int64), *_value_arrays(values),
+                             wide_floats)
     bases, qualifiers, raws = [], [], []
     for timestamp, value in zip(timestamps, values):
         flags, raw = _encode_value(value, wide_floats)
@@ -322,6 +353,17 @@ def _encode(timestamps: list[int], values: list[Value], wide_floats: bool
         qualifiers.append(codec.build_qualifier(timestamp, flags))
         raws.append(raw)
     return bases, qualifiers, raws
+
+
+def _value_arrays(values: Sequence[Value]
+                  ) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """``(ints, floats, is_float)`` of the values, as ``codec_bulk`` takes them."""
+    as_array = np.array(values)
+    if as_array.dtype == np.int64:  # integers only (the common case): no pass per point
+        return as_array, as_array.astype(np.float64), np.zeros(len(values), dtype=bool)
+    is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
+    ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())], dtype=np.int64)
+    return ints, np.array(values, dtype=np.float64), is_float
 
 
 def _encode_value(value: Value, wide_floats: bool) -> tuple[int, bytes]:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
+import numpy as np
 import pytest
 
 from app.storage.base import (
     ABILITIES,
     APPEND_MANY,
+    PUT_BLOCK,
     RANGE_NEWEST,
     RANGE_STAMP,
     SCAN_MANY,
@@ -21,6 +23,7 @@ from app.storage.base import (
     SCAN_STAMPS_SIZED,
     VERSIONED,
     Ability,
+    CellBlock,
     Table,
     able,
     prefix_stop,
@@ -226,6 +229,19 @@ def test_scan_newest_gives_each_rows_newest_write(table: Table,
     rows = list(_declared(table, SCAN_NEWEST).scan_newest(b"b", None, "t"))
     assert [key for key, _ in rows] == [b"b", b"c"]
     assert all(_within(three_rows, newest) for _, newest in rows)
+
+
+def test_put_block_stores_the_cells_in_order_and_keeps_the_rest(
+        table: Table, three_rows: tuple[int, int]) -> None:
+    blocks = _declared(table, PUT_BLOCK)
+    # Cells: (a, 0000) replaced, (d, 0010) new, then (d, 0010) again: the later one stays.
+    blocks.put_block(CellBlock([b"a", b"d"], np.array([0, 1, 1], dtype=np.int64),
+                               b"\x00\x00\x00\x10\x00\x10", np.array([2, 2, 2]),
+                               b"\x09\x0a\x0b", np.array([1, 1, 1])))
+    assert list(table.scan()) == [(b"a", {b"t:\x00\x00": b"\x09", b"t:\x00\x10": b"\x02"}),
+                                  (b"b", {b"t:\x00\x20": b"\x03"}),
+                                  (b"c", {b"t:\x01\x00": b"\x04"}),
+                                  (b"d", {b"t:\x00\x10": b"\x0b"})]
 
 
 def test_version_goes_up_with_a_write(table: Table, three_rows: tuple[int, int]) -> None:

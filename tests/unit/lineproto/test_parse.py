@@ -114,13 +114,19 @@ RAW_LINES = [
 ]
 
 
-def test_raw_lines_parse_as_their_words_do() -> None:
+@pytest.mark.parametrize("together", [False, True], ids=["add_line", "add_lines"])
+def test_raw_lines_parse_as_their_words_do(together: bool) -> None:
     lines = RAW_LINES + RAW_LINES  # the second round finds every good series known
     by_words, raw = PointBatch(), PointBatch()
     words_parser, raw_parser = PutParser(), PutParser()
     for line in lines:
         words_parser.add(line.decode("utf-8", "replace").split(), by_words)
-        raw_parser.add_line(line, raw)
+    if together:  # a block's lines at once, as the server hands them over
+        raw_parser.add_lines(lines[:len(RAW_LINES)], raw)
+        raw_parser.add_lines(lines[len(RAW_LINES):], raw)
+    else:
+        for line in lines:
+            raw_parser.add_line(line, raw)
     assert messages(raw) == messages(by_words)
     assert [type(e) for e in raw.errors] == [type(e) for e in by_words.errors]
     assert raw.timestamps == by_words.timestamps

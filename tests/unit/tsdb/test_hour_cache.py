@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import tracemalloc
+
 import numpy as np
+import pytest
 
 from app.storage.codec_decode import DecodedRow
 from app.tsdb.hour_cache import (
@@ -101,3 +104,31 @@ def test_a_range_entry_bigger_than_the_budget_is_not_kept() -> None:
     assert cache.bytes == 0 and cache.ranges == 0
     assert cache.put_range("s", b"r", RangeEntry((1, 1), None, 800, 1))
     assert cache.bytes == 800
+
+
+@pytest.mark.parametrize("views", [True, False], ids=["views of a block", "own arrays"])
+def test_the_budget_counts_what_an_entry_really_holds(views: bool) -> None:
+    entries, points = 3000, 360
+    big = row(entries * points)
+    block = Block(big)
+    keys = [b"\x00\x00\x01" + i.to_bytes(4, "big") + b"\x00\x00\x01\x00\x00\x02"
+            for i in range(entries)]
+    cache = HourCache(10**12)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        made = []
+        for i, key in enumerate(keys):
+            part = slice(i * points, (i + 1) * points)
+            if views:  # as a cold read keeps rows: views of its decode pass's arrays
+                decoded = DecodedRow(big.ts_ms[part], big.values[part], big.is_int[part])
+                made.append((bytes(key), CachedRow((points, i), decoded, 50, block, part.start)))
+            else:
+                made.append((bytes(key), CachedRow((points, i), row(points), 50)))
+        cache.put_many("tsdb", made)
+        del made
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    counted = cache.bytes - (block.nbytes if views else 0)  # the block existed before
+    assert 0.8 * held <= counted <= 1.2 * held, (held / entries, counted / entries)

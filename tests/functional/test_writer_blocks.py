@@ -1,0 +1,44 @@
+"""A batch big enough to be written as one block (the embedded store's ``put_block``; the
+other backends get ``put_many``) stores OpenTSDB's single cells, byte for byte."""
+
+from __future__ import annotations
+
+from app.errors import BadRequestError
+from app.storage.sqlite import SqliteStore
+from app.tsdb import TSDB
+from app.tsdb.points import PointBatch
+from app.tsdb.writer import BLOCK_MIN_POINTS, PointWriter
+
+T0 = 1356998400  # 2013-01-01 00:00:00 UTC, an hour boundary
+
+
+def row(base_s: int, host_uid: int) -> bytes:
+    return b"\x00\x00\x01" + base_s.to_bytes(4, "big") + b"\x00\x00\x01" + \
+        host_uid.to_bytes(3, "big")
+
+
+def test_a_block_batch_stores_each_points_single_cell(tsdb: TSDB) -> None:
+    batch = PointBatch()
+    a, b = ("m", "host=a"), ("m", "host=b")
+    points = [(a, T0, 1), (a, T0 + 1, 300), (a, T0 + 2, -70000), (a, T0 + 3, 1.5),
+              (a, T0 + 4, 2**40), (a, T0 * 1000 + 5500, 7), (a, T0 + 3600, 9),
+              (a, T0, 2)]  # the same timestamp again: the later value is stored
+    points += [(b, T0 + 10 * i, i % 100) for i in range(BLOCK_MIN_POINTS)]
+    for key, timestamp, value in points:
+        batch.add(key, "m", (("host", key[1][5:]),), timestamp, value)
+    batch.reject(BadRequestError("refused"))  # a bad line: stores nothing
+    assert len(batch) > BLOCK_MIN_POINTS
+    assert PointWriter(tsdb).write_batch(batch) == len(points)
+    if isinstance(tsdb.store, SqliteStore):  # staged as one block, not cell by cell
+        assert tsdb.store.connection().execute(
+            "SELECT count(*) FROM staged_batches WHERE cell_index IS NOT NULL").fetchone() == (1,)
+    expected = {
+        row(T0, 1): {b"t:\x00\x00": b"\x02", b"t:\x00\x11": b"\x01\x2c",
+                     b"t:\x00\x23": b"\xff\xfe\xee\x90", b"t:\x00\x3b": b"\x3f\xc0\x00\x00",
+                     b"t:\x00\x47": b"\x00\x00\x01\x00\x00\x00\x00\x00",
+                     b"t:\xf0\x05\x5f\x00": b"\x07"},
+        row(T0 + 3600, 1): {b"t:\x00\x00": b"\x09"},
+        row(T0, 2): {b"t:" + (160 * i).to_bytes(2, "big"): bytes([i % 100])
+                     for i in range(BLOCK_MIN_POINTS)},
+    }
+    assert dict(tsdb.data_table().scan()) == expected
