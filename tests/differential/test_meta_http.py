@@ -38,16 +38,12 @@ import pytest
 from tests.differential.compare import compare
 from tests.differential.oracle import OpenTSDB, stop_all
 from tests.differential.test_differential import PytsdClient, _hbase
+from tests.differential.test_meta import HOUR_S, META
 
 pytestmark = pytest.mark.skipif(
     not (os.environ.get("TSD_TEST_OPENTSDB") and os.environ.get("TSD_TEST_HBASE")),
     reason="the differential tier needs TSD_TEST_OPENTSDB and TSD_TEST_HBASE")
 
-META = {"tsd.core.meta.enable_tsuid_tracking": "true", "tsd.core.meta.enable_realtime_ts": "true",
-        "tsd.core.meta.enable_tsuid_incrementing": "true",
-        "tsd.core.meta.enable_realtime_uid": "true", "tsd.core.tree.enable_processing": "true",
-        "tsd.storage.enable_compaction": "false"}
-HOUR_S = 3600
 SERIES = [("sys.cpu.user", {"host": "web01", "dc": "lga"}),
           ("sys.cpu.user", {"host": "web02", "dc": "lga"}),
           ("sys.cpu.system", {"host": "web01", "dc": "sjc"}),
