@@ -381,11 +381,6 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: a query estimated to read at least this many data points runs in the "
         "expensive lane (the estimate: what the same shape read last time).",
     ),
-    "tsd.query.expensive_nice": Setting(
-        10, int,
-        "pytsd: added to the OS nice value of a thread while it runs an expensive query "
-        "(Linux; 0 = off), so that cheap queries and light requests get the CPU first.",
-    ),
     "tsd.query.max_queue_ms": Setting(
         5000, int,
         "pytsd: most milliseconds a query waits for a slot in its lane; then 503 with "

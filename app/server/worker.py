@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gunicorn.workers.base import Worker
@@ -28,7 +28,6 @@ from app.server.accept import Acceptor, ConnectionShares
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
-from app.server.query_threads import QueryThreads
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
@@ -86,8 +85,8 @@ class TsdWorker(Worker):
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
         # them that expensive queries waiting cannot leave a cheap one without a thread.
         lanes = AdmissionSettings.from_config(_tsd_config(self.wsgi))
-        # (QueryThreads: an expensive query lowers its thread's OS priority while it runs.)
-        self.heavy_pool = QueryThreads(lanes.threads_needed(), "tsd-query")
+        self.heavy_pool = ThreadPoolExecutor(lanes.threads_needed(),
+                                             thread_name_prefix="tsd-query")
         # Line-protocol calls get their own threads: a burst from hundreds of collectors
         # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
         self.line_pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-lines")
@@ -275,7 +274,7 @@ class TsdWorker(Worker):
         finally:
             self.waiting -= 1
 
-    async def _in_thread(self, pool: Executor, func: Any, *args: Any) -> Any:
+    async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
         def job() -> Any:
             with self.jobs_lock:
                 self.running_jobs += 1

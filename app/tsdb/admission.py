@@ -10,17 +10,11 @@ request thread, at most ``tsd.query.max_queue_ms``; then it is refused with 503 
 ``Retry-After``. At most ``QUEUE_PER_SLOT`` queries per expensive slot may wait at all (more
 are refused at once), so waiting expensive queries cannot take the threads cheap ones need.
 Optional quotas cap the queries one user or one dashboard runs at once in a worker.
-
-An expensive query runs at a lower OS priority (``tsd.query.expensive_nice`` added to its
-thread's nice value, Linux): on a busy machine the scheduler then gives the CPU to the cheap
-queries' threads and the event loops first, of this worker and of the others.
 """
 
 from __future__ import annotations
 
 import math
-import os
-import sys
 import threading
 import time
 from collections.abc import Iterator, Mapping
@@ -64,7 +58,6 @@ class AdmissionSettings:
     max_queue_ms: int
     user_quota: int
     dashboard_quota: int
-    expensive_nice: int = 0
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> AdmissionSettings:
@@ -73,8 +66,7 @@ class AdmissionSettings:
                    expensive_points=int(config["tsd.query.expensive_points"]),
                    max_queue_ms=int(config["tsd.query.max_queue_ms"]),
                    user_quota=int(config["tsd.query.quota.user"]),
-                   dashboard_quota=int(config["tsd.query.quota.dashboard"]),
-                   expensive_nice=max(0, int(config["tsd.query.expensive_nice"])))
+                   dashboard_quota=int(config["tsd.query.quota.dashboard"]))
 
     def threads_needed(self) -> int:
         """Request threads the query pool needs so that no lane starves another."""
@@ -193,10 +185,8 @@ class Admission:
                                     f"(waited up to tsd.query.max_queue_ms="
                                     f"{self.settings.max_queue_ms})")
             ticket.waited_s = time.perf_counter() - started
-            nice = self.settings.expensive_nice if ticket.lane == "expensive" else 0
             try:
-                with lowered_priority(nice):
-                    yield ticket
+                yield ticket
             finally:
                 lane.leave()
 
@@ -223,34 +213,6 @@ class Admission:
     def _refusal(self, ticket: Ticket, reason: str, details: str) -> QueryRefusedError:
         retry_s = max(1, math.ceil(self.settings.max_queue_ms / 1000))
         return QueryRefusedError("Too many queries; retry later", details, retry_s, reason)
-
-
-_THREAD = threading.local()
-
-
-@contextmanager
-def lowered_priority(nice: int) -> Iterator[None]:
-    """Run the calling thread ``nice`` steps lower (Linux keeps a nice value per thread).
-    Raising it back needs ``CAP_SYS_NICE`` (or ``RLIMIT_NICE``); without, the thread stays
-    low and :func:`thread_must_retire` tells its pool to end it and start a fresh one."""
-    if nice <= 0 or not sys.platform.startswith("linux"):
-        yield
-        return
-    tid = threading.get_native_id()
-    before = os.getpriority(os.PRIO_PROCESS, tid)
-    os.setpriority(os.PRIO_PROCESS, tid, min(19, before + nice))  # always allowed
-    try:
-        yield
-    finally:
-        try:
-            os.setpriority(os.PRIO_PROCESS, tid, before)
-        except OSError:  # EACCES/EPERM: unprivileged
-            _THREAD.retire = True
-
-
-def thread_must_retire() -> bool:
-    """Whether this thread ran an expensive query and could not raise its priority back."""
-    return bool(getattr(_THREAD, "retire", False))
 
 
 _ADMISSIONS: dict[TSDB, Admission] = {}
