@@ -40,7 +40,7 @@ import time
 import weakref
 from collections import OrderedDict
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from typing import IO, Any
 
 import numpy as np
 
@@ -54,9 +54,8 @@ from app.query.ast import SubQuery
 from app.query.limits import NO_DEADLINE, Deadline, filled_buckets
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
-
-if TYPE_CHECKING:
-    from app.tsdb.reader import SeriesReader
+from app.tsdb.read.rows import RowReader
+from app.tsdb.read.series import read_hours, read_rows
 
 log = logging.getLogger(__name__)
 
@@ -82,7 +81,7 @@ MAX_REMEMBERED = 1024
 _SEEN_LOCK = threading.Lock()
 
 
-def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
+def read_split(reader: RowReader, sub: SubQuery, first_s: int, last_s: int,
                window: Window) -> list[Series]:
     """The series of ``sub`` from rows with base times in ``[first_s, last_s]``, downsampled
     as the read goes (``window``), in two parts over two processes when it pays."""
@@ -96,7 +95,7 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
         # holds (and then itself, hour after hour); read fused, its memory is the chunk's.
         reader.cacheable = False
     if helper is None:
-        series = reader.read_rows(sub, first_s, last_s, window)
+        series = read_rows(reader, sub, first_s, last_s, window)
     else:
         try:
             series = _read_halves(reader, helper, sub, first_s, last_s, window)
@@ -110,20 +109,18 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
     return series
 
 
-def _budget(reader: SeriesReader) -> int:
+def _budget(reader: RowReader) -> int:
     return int(reader.tsdb.config["tsd.query.cache.max_bytes"])
 
 
-def _free_helper(reader: SeriesReader, sub: SubQuery, hours: int, expected: float
+def _free_helper(reader: RowReader, sub: SubQuery, hours: int, expected: float
                  ) -> Helper | None:
     """The worker's helper, claimed, when this read is to be split."""
-    from app.tsdb.reader import SeriesReader
-
     config = reader.tsdb.config
     # The helper reads raw hour rows as a SeriesReader does (not a rollup, pre-aggregate or
     # histogram reader's rows).
     if (hours < 2 or sub.tsuids or not config["tsd.query.split.enable"]
-            or type(reader) is not SeriesReader):
+            or not reader.splittable):
         return None
     if expected < config["tsd.query.split.min_points"] or not core_idle():
         return None
@@ -150,7 +147,7 @@ def core_idle() -> bool:
     return False
 
 
-def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: int,
+def _read_halves(reader: RowReader, helper: Helper, sub: SubQuery, first_s: int,
                  last_s: int, window: Window) -> list[Series]:
     """The earlier hours here while the helper reads the later ones, joined."""
     hours = (last_s - first_s) // HOUR_S + 1
@@ -163,12 +160,12 @@ def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: i
                         reader.cacheable))
     series_before = reader.stats.series
     try:
-        head = stage_raw(sub, reader.read_rows(sub, first_s, middle_s - HOUR_S, window),
+        head = stage_raw(sub, read_rows(reader, sub, first_s, middle_s - HOUR_S, window),
                          window, deadline)
     finally:
         answer = helper.answer(deadline) if asked else None
     if answer is None:  # the helper failed or refused: this process reads its hours too
-        later = stage_raw(sub, reader.read_rows(sub, middle_s, last_s, window), window,
+        later = stage_raw(sub, read_rows(reader, sub, middle_s, last_s, window), window,
                           deadline)
     else:
         later, (rows, stored_bytes, points) = answer
@@ -446,8 +443,6 @@ def _read_exactly(pipe: IO[bytes], size: int) -> bytearray:
 
 def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     """The helper's loop: the settings, then one answer per request until its input ends."""
-    from app.tsdb.reader import SeriesReader
-
     settings, shared_fd = _receive(requests)
     config = dict(settings)
     shared = None if shared_fd is None else mmap.mmap(shared_fd, SHARED_BYTES)
@@ -468,10 +463,10 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
             _send(answers, ("ok", None))
             continue
         sub, first_s, last_s, window, limits, timeout_ms, cacheable = request
-        reader = SeriesReader(tsdb, limits, Deadline(timeout_ms))
+        reader = RowReader(tsdb, limits, Deadline(timeout_ms))
         reader.cacheable = cacheable
         try:
-            part = stage_raw(sub, reader.read_hours(sub, window, first_s, last_s), window,
+            part = stage_raw(sub, read_hours(reader, sub, window, first_s, last_s), window,
                              reader.deadline)
             stats = (reader.stats.rows, reader.stats.bytes, reader.stats.points)
             answer: tuple[str, Any] = ("ok", _packed(part, stats, shared))
