@@ -9,7 +9,6 @@ pays (``app.tsdb.split``), from the closed ranges, the hour cache and storage
 
 from __future__ import annotations
 
-from app.engine.downsample import Window
 from app.engine.model import Series
 from app.query.ast import SubQuery
 from app.tsdb.planner import planned_read
@@ -43,13 +42,3 @@ class SeriesReader(RowReader):
         if plan.fuse is None:
             return raw_series.read_rows(self, sub, plan.first_s, plan.last_s)
         return read_split(self, sub, plan.first_s, plan.last_s, plan.fuse)
-
-    def read_hours(self, sub: SubQuery, window: Window, first_s: int, last_s: int
-                   ) -> list[Series]:
-        """Part of a split read: see :func:`app.tsdb.read.series.read_hours`."""
-        return raw_series.read_hours(self, sub, window, first_s, last_s)
-
-    def read_rows(self, sub: SubQuery, first_s: int, last_s: int,
-                  fuse: Window | None = None) -> list[Series]:
-        """See :func:`app.tsdb.read.series.read_rows`."""
-        return raw_series.read_rows(self, sub, first_s, last_s, fuse)
