@@ -23,12 +23,12 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from app.config import load_config
+from app.server.split_helper import Helper, helper_for
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB
 from app.tsdb.closed_range import RANGE_SETTLED_MS
 from app.tsdb.hour_cache import SETTLED_MS, cache_for
 from app.tsdb.schema import create_tables
-from app.tsdb.split import Helper, helper_for
 from app.tsdb.writer import PointWriter
 
 SERIES = 1000

@@ -29,11 +29,11 @@ from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.split_helper import prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
 from app.tsdb.admission import AdmissionSettings
-from app.tsdb.split import prepare_helper
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -79,7 +79,7 @@ class TsdWorker(Worker):
         one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
         tsdb = getattr(self.wsgi, "extensions", {}).get("tsdb")
         if tsdb is not None:
-            prepare_helper(tsdb)  # the process that reads half a large query (app/tsdb/split.py)
+            prepare_helper(tsdb)  # the process that reads half a large query (split_helper.py)
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of

@@ -15,7 +15,6 @@ changes its stamp: docs/cache.md.
 
 from __future__ import annotations
 
-import copy
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -30,9 +29,10 @@ from app.query.filters import TagFilter, merge_filters, series_matches
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
+from app.tsdb.read.keys import exact_tag_sets, narrowing
 
 if TYPE_CHECKING:
-    from app.tsdb.reader import SeriesReader
+    from app.tsdb.read.rows import RowReader
 
 # A range's newest cell must be this old before its assembly is kept: a margin for the clock,
 # wider than a row's SETTLED_MS because a write to any row of the range (not only one row)
@@ -71,7 +71,7 @@ def closed_last_s(first_s: int, last_s: int, span_s: int, now_ms: int) -> int | 
     return last if last >= first_s else None
 
 
-def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
+def read_closed(reader: RowReader, cache: HourCache, sub: SubQuery,
                 filters: Sequence[TagFilter], first_s: int, last_s: int) -> list[Series] | None:
     """The series of ``sub`` from the closed rows ``[first_s, last_s]``, through a range
     entry; None when this read cannot go that way (rows fetched by key, a range to the end
@@ -97,9 +97,9 @@ def read_closed(reader: SeriesReader, cache: HourCache, sub: SubQuery,
         kept: Kept = entry.payload  # type: ignore[assignment]
         if kept.rows == rows:
             return _from_kept(reader, sub, filters, kept.series)
-    inner = _inner_reader(reader)
+    inner = reader.inner()  # reads the closed rows the per-row way, counting each series
     try:
-        series = inner.read_rows(sub, first_s, last_s)
+        series = inner.read_stored(sub, filters, first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
         _add_stats(reader, inner)
     if _dropped(inner, series):
@@ -152,19 +152,17 @@ class Kept:
     rows: list[tuple[bytes, int, int]] | None
 
 
-def _ranges(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
+def _ranges(reader: RowReader, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
             last_s: int) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
     """The key ranges of the rows, and the entry's key: the ranges and the UID constraints
     that chose them (what a cold read of them would keep)."""
-    from app.tsdb.reader import _exact_tag_sets, _narrowing
-
     if sub.tsuids or sub.metric is None:
         return None
     metric_uid = reader.tsdb.metrics.get_id(sub.metric)
-    constraints = reader._resolve(merge_filters(filters))
-    if sub.explicit_tags and filters and _exact_tag_sets(constraints) is not None:
+    constraints = reader.resolve(merge_filters(filters))
+    if sub.explicit_tags and filters and exact_tag_sets(constraints) is not None:
         return None  # fetched by key: no scan range to stamp
-    narrow = _narrowing(constraints)
+    narrow = narrowing(constraints)
     ranges = reader.key_ranges(metric_uid, first_s, last_s, narrow)
     bounded = [(start, stop) for start, stop in ranges if stop is not None]
     if len(bounded) < len(ranges):
@@ -173,25 +171,12 @@ def _ranges(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter], f
     return bounded, shape
 
 
-def _inner_reader(reader: SeriesReader) -> SeriesReader:
-    """A reader like ``reader`` (same class, table, limits, deadline) with stats of its own,
-    reading the closed rows the per-row way."""
-    inner = copy.copy(reader)
-    inner.stats = type(reader.stats)()
-    inner.matched_rows = []
-    inner.range_reads = False
-    inner._stamps, inner._weights = {}, {}
-    inner._cache = None
-    inner.kept_counts = []
-    return inner
-
-
-def _add_stats(reader: SeriesReader, inner: SeriesReader) -> None:
+def _add_stats(reader: RowReader, inner: RowReader) -> None:
     for name in ("rows", "points", "series", "bytes"):
         setattr(reader.stats, name, getattr(reader.stats, name) + getattr(inner.stats, name))
 
 
-def _keepable(inner: SeriesReader, series: Sequence[Series],
+def _keepable(inner: RowReader, series: Sequence[Series],
               stamp: hour_cache.Stamp) -> list[KeptSeries] | None:
     """What to keep of a read of the closed rows (that left no series out), or None when it
     must not be kept: the range not settled, a note or an integer beyond 2**53 (their cells
@@ -212,7 +197,7 @@ def _keepable(inner: SeriesReader, series: Sequence[Series],
     return kept
 
 
-def _dropped(inner: SeriesReader, series: Sequence[Series]) -> bool:
+def _dropped(inner: RowReader, series: Sequence[Series]) -> bool:
     """Whether the read left series out by their tag names (their rows were counted, not
     fetched): what it assembled is not the whole range."""
     counts = inner.kept_counts or []
@@ -237,7 +222,7 @@ def _held(kept: Sequence[KeptSeries], blocks: dict[int, Block]
             tuple(shared.values()))
 
 
-def _from_kept(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter],
+def _from_kept(reader: RowReader, sub: SubQuery, filters: Sequence[TagFilter],
                kept: Sequence[KeptSeries]) -> list[Series]:
     """The kept series the filters' tag names still pass, counted as a cold read counts."""
     stats = reader.stats
@@ -245,7 +230,7 @@ def _from_kept(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter]
     for s in kept:
         stats.rows += s.rows
         stats.bytes += s.stored_bytes
-        tags = reader._names(s.tag_uids)
+        tags = reader.names(s.tag_uids)
         if tags is None or not series_matches(tags, filters, sub.explicit_tags):
             continue
         stats.points += int(s.ts_ms.size)
@@ -254,7 +239,7 @@ def _from_kept(reader: SeriesReader, sub: SubQuery, filters: Sequence[TagFilter]
                           tag_uids=dict(zip(tags, s.tag_uids))))
     stats.series += len(out)
     reader.limits.check_read(sub, stats.points, stats.bytes)
-    reader.limits.check_emitted(sub, reader._buckets, len(out))
+    reader.limits.check_emitted(sub, reader.buckets, len(out))
     reader.deadline.check(sub.index)
     return out
 

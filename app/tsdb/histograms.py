@@ -43,7 +43,9 @@ from app.tsdb.points import (
     point_head,
     point_tags,
 )
-from app.tsdb.reader import DATA_PREFIX, SeriesReader, scan_hours_s
+from app.tsdb.read.decode import DATA_PREFIX
+from app.tsdb.read.keys import scan_hours_s
+from app.tsdb.read.rows import RowReader
 from app.tsdb.writer import PointWriter
 
 log = logging.getLogger(__name__)
@@ -283,7 +285,7 @@ def _cell(writer: PointWriter, point: HistogramPoint,
 # --- reading -----------------------------------------------------------------------------
 
 
-class HistogramReader(SeriesReader):
+class HistogramReader(RowReader):
     """Reads only the histogram cells of a sub-query's series (``TsdbQuery#findHistogramSpans``)."""
 
     # It reads stored cells: the hour cache holds decoded numeric points only.
@@ -291,17 +293,17 @@ class HistogramReader(SeriesReader):
 
     def read_histograms(self, sub: SubQuery, start_ms: int, end_ms: int
                         ) -> list[HistogramSeries]:
-        self._sub = sub
+        self.sub = sub
         codecs: HistogramCodecs = self.tsdb.histogram_codecs
         first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
         filters = [build_filter(f) for f in sub.filters]
-        kept = self._matching(self._row_groups(sub, filters, first_s, last_s), filters,
+        kept = self.matching(self.row_groups(sub, filters, first_s, last_s), filters,
                               sub.explicit_tags)
         out = []
         for group, tags in kept:
             by_time: dict[int, SimpleHistogram] = {}
             for key, cells in group.rows:
-                base_s = self._base_time(key)
+                base_s = self.base_time(key)
                 assert isinstance(cells, dict)  # stored cells: not cacheable (above)
                 for column, value in cells.items():
                     qualifier = column[len(DATA_PREFIX):]

@@ -24,18 +24,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from app.engine.execute import scan_bounds_ms
 from app.engine.model import Series
 from app.query.ast import Downsample, SubQuery
+from app.tsdb.read.keys import scan_hours_s
+from app.tsdb.read.rows import RowReader
+from app.tsdb.read.series import read_rows
 from app.tsdb.rollup_config import RollupConfig, RollupInterval
 from app.tsdb.rollup_coverage import coverage_mode, hour_local
-
-if TYPE_CHECKING:
-    from app.tsdb.reader import SeriesReader
+from app.tsdb.rollup_reader import PreAggregateReader, RollupReader
 
 DEFAULT_USAGE = "ROLLUP_NOFALLBACK"
 # Downsample function -> (rollup aggregate read, how buckets combine).
@@ -78,7 +79,7 @@ def _epoch_aligned(interval: RollupInterval) -> bool:
     return interval.units in ("h", "d") and interval.row_span_s % interval.interval_s == 0
 
 
-def planned_read(reader: SeriesReader, sub: SubQuery, start_ms: int,
+def planned_read(reader: RowReader, sub: SubQuery, start_ms: int,
                  end_ms: int) -> list[Series] | None:
     """The sub-query's series from rollups (+ raw after the horizon), or None for raw only."""
     config = reader.tsdb.rollup_config
@@ -111,15 +112,13 @@ def planned_read(reader: SeriesReader, sub: SubQuery, start_ms: int,
     if split_ms < scan_end_ms:
         first_s = split_ms // 1000 - (split_ms // 1000) % HOUR_S
         last_s = (scan_end_ms - 1) // 1000
-        raw = reader.read_rows(sub, first_s, last_s - last_s % HOUR_S)
+        raw = read_rows(reader, sub, first_s, last_s - last_s % HOUR_S)
     return merge_series(rolled, raw, split_ms)
 
 
-def _read_rollups(reader: SeriesReader, sub: SubQuery, tried: list[RollupInterval],
+def _read_rollups(reader: RowReader, sub: SubQuery, tried: list[RollupInterval],
                   first_ms: int, end_ms: int, *, pre_aggregate: bool) -> list[Series]:
     """Buckets in ``[first_ms, end_ms)`` from the first of ``tried`` that has any."""
-    from app.tsdb.rollup_reader import RollupReader
-
     assert sub.downsample is not None
     exact = EXACT[sub.downsample.function.lower()]
     rolled: list[Series] = []
@@ -142,14 +141,11 @@ def _filters_pre_aggregate(sub: SubQuery, settings: Mapping[str, Any]) -> bool:
                for f in sub.filters)
 
 
-def _pre_aggregated(reader: SeriesReader, config: RollupConfig, sub: SubQuery,
+def _pre_aggregated(reader: RowReader, config: RollupConfig, sub: SubQuery,
                     start_ms: int, end_ms: int) -> list[Series]:
     """A pre-aggregate query: the rollup interval's pre-aggregate table when the downsample
     has one, else the default interval's (raw layout). Written by clients only (``/api/rollup``
     with ``groupByAggregator``), so there is no horizon and no raw tail."""
-    from app.tsdb.reader import scan_hours_s
-    from app.tsdb.rollup_reader import PreAggregateReader
-
     usage = sub.rollup_usage or DEFAULT_USAGE
     spec = sub.downsample
     tried = candidates(config, spec, usage)
@@ -163,7 +159,7 @@ def _pre_aggregated(reader: SeriesReader, config: RollupConfig, sub: SubQuery,
             return rolled
     first_s, last_s = scan_hours_s(start_ms, end_ms, spec)
     pre = PreAggregateReader(reader, config.default_interval.pre_aggregation_table)
-    series = pre.read_rows(sub, first_s, last_s)
+    series = read_rows(pre, sub, first_s, last_s)
     reader.stats.rows += pre.stats.rows
     reader.stats.points += pre.stats.points
     return series
@@ -200,7 +196,7 @@ Window = tuple[int, int, int]
 ``split_ms``, raw rows after it."""
 
 
-def _hours_rolled(reader: SeriesReader, interval: RollupInterval,
+def _hours_rolled(reader: RowReader, interval: RollupInterval,
                   window: Window) -> tuple[np.ndarray, int]:
     """Whether each hour of ``[first_ms, split_ms)`` has a cover that holds, and the first
     hour's start (s)."""
@@ -214,7 +210,7 @@ def _hours_rolled(reader: SeriesReader, interval: RollupInterval,
     return record.valid_hours(interval.interval, first_hour, hours), first_hour
 
 
-def covered_read(reader: SeriesReader, sub: SubQuery, interval: RollupInterval,
+def covered_read(reader: RowReader, sub: SubQuery, interval: RollupInterval,
                  window: Window) -> list[Series]:
     """Each downsample bucket from the rollup when every hour it touches is covered (rolled,
     and no raw write reached it since), else from raw rows; after the horizon from raw rows.
@@ -254,7 +250,7 @@ def covered_read(reader: SeriesReader, sub: SubQuery, interval: RollupInterval,
     for span_start, span_end in spans:
         last_ms = min(span_end, scan_end_ms) - 1
         first_s = span_start // 1000 - span_start // 1000 % HOUR_S
-        raw = reader.read_rows(sub, first_s, last_ms // 1000 - last_ms // 1000 % HOUR_S)
+        raw = read_rows(reader, sub, first_s, last_ms // 1000 - last_ms // 1000 % HOUR_S)
         kept = [_kept(s, (s.ts_ms >= span_start) & (s.ts_ms < span_end)) for s in raw]
         pieces.append([s for s in kept if s.ts_ms.size or s.annotations])
     if not any(pieces[1:]):  # nothing raw to add (hours after the data, say)

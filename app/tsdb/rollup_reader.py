@@ -18,12 +18,14 @@ import numpy as np
 
 from app.engine.model import Series
 from app.query.ast import SubQuery
+from app.query.filters import build_filter
 from app.storage import codec
 from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import closed_range, hour_cache, rollup_ranges
 from app.tsdb.hour_cache import CachedRow, cache_for
-from app.tsdb.reader import SeriesReader, StoredRow, _SeriesRows, _UidConstraint
+from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read.rows import RowReader, StoredRow
 from app.tsdb.rollup_config import RollupInterval
 from app.tsdb.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
 
@@ -32,12 +34,12 @@ BUCKET_BITS = 32
 BUCKET_MASK = (1 << BUCKET_BITS) - 1
 
 
-class RollupReader(SeriesReader):
-    """A :class:`SeriesReader` over one rollup table, producing bucket-combined series."""
+class RollupReader(RowReader):
+    """A :class:`RowReader` over one rollup table, producing bucket-combined series."""
 
     cacheable = False  # not the raw hour rows: its own key space in the cache (rollup_rows)
 
-    def __init__(self, raw: SeriesReader, interval: RollupInterval,
+    def __init__(self, raw: RowReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
         super().__init__(raw.tsdb, raw.limits, raw.deadline)
         self.use_cache = raw.use_cache
@@ -63,12 +65,12 @@ class RollupReader(SeriesReader):
         units, multiplier = self.interval.units, self.interval.unit_multiplier
         first_s = rollup_base_time(first_ms // 1000, units, multiplier)
         last_s = rollup_base_time((end_ms - 1) // 1000, units, multiplier)
-        return self.read_rows(sub, first_s, last_s)
+        return self.read_stored(sub, [build_filter(f) for f in sub.filters], first_s, last_s)
 
-    def _scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
-                   narrow: _UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
-                   named: Callable[[bytes], bool] | None = None
-                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
+    def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
+                  narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
+                  named: Callable[[bytes], bool] | None = None
+                  ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range, only the wanted aggregates' cells, through the hour
         cache (``rollup_rows``): every row comes in the stream (cached ones as
         :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
@@ -96,13 +98,13 @@ class RollupReader(SeriesReader):
         wanted = Wanted(self.value_id, self.aggregate, self.count_id)
         cache = cache_for(self.tsdb) if self.use_cache else None
         return RowSource(self.table(), wanted, self.interval.interval_s, self.row_span_s,
-                         self._base_time, self._series_key, cache)
+                         self.base_time, self._series_key, cache)
 
     def _series_key(self, key: bytes) -> bytes:
         time_at = self.layout.salt_width + self.layout.metric_width
         return key[:time_at] + key[time_at + 4:]
 
-    def _decode_all(self, groups: Sequence[_SeriesRows]) -> list[codec.DecodedRow]:
+    def _decode_all(self, groups: Sequence[SeriesRows]) -> list[codec.DecodedRow]:
         """All groups' cells combined per (series, bucket), each aggregate in one pass."""
         rows = [self._rollup_row(key, row) for group in groups for key, row in group.rows]
         owner_of = np.repeat(np.arange(len(groups), dtype=np.int64),
@@ -156,7 +158,7 @@ class RollupReader(SeriesReader):
         assert not isinstance(row, CachedRow)
         return self._source().decode([packed_from_cells(key, row)], keep=False)[0][1]
 
-    def _series(self, group: _SeriesRows, tags: dict[str, str],
+    def _series(self, group: SeriesRows, tags: dict[str, str],
                 decoded: codec.DecodedRow) -> Series:
         tsuid = group.row_order[self.layout.salt_width:]
         return Series(tsuid=tsuid.hex().upper(), tags=tags, ts_ms=decoded.ts_ms,
@@ -164,10 +166,10 @@ class RollupReader(SeriesReader):
                       row_order=group.row_order, tag_uids=dict(zip(tags, group.tag_uids)))
 
 
-class PreAggregateReader(SeriesReader):
+class PreAggregateReader(RowReader):
     """The raw reader over a pre-aggregate table in raw-point layout (the default interval's)."""
 
-    def __init__(self, raw: SeriesReader, table_name: str) -> None:
+    def __init__(self, raw: RowReader, table_name: str) -> None:
         super().__init__(raw.tsdb, raw.limits, raw.deadline)
         self.table_name = table_name
 

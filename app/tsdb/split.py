@@ -8,6 +8,10 @@ over its own store connection and its own hour cache. While the worker reads the
 the helper reads the later ones and sends back only the buckets (about 1/6 of the points for
 ``1m`` over 10-second data) through memory both map.
 
+This module decides and joins; the helper process and its pipes belong to the serving layer
+(``app.server.split_helper``), which registers them here (:func:`use_helpers`) and runs
+:func:`read_half` in the helper.
+
 Each process always reads the same part of a repeated query (a dashboard's), so each hour cache
 keeps its own part: together they keep what one cache would, and a warm query is split too.
 
@@ -17,63 +21,38 @@ filters, scaled to its hours), the helper is free (one query at a time) and a co
 (fewer runnable threads on the machine than cores for this process: ``/proc/loadavg``). When
 the helper fails, is stopped, or answers with an error (a limit, the deadline), the worker reads
 that half itself, so a query never depends on the helper; a helper that died is started again
-at most every ``RESTART_AFTER_S``.
+at most every ``RESTART_AFTER_S`` (``app.server.split_helper``).
 
 The same memory of what a query read last time keeps a part too large for the hour cache out
 of it: kept, it would push out what the cache holds, then itself hour after hour, and its read
-would hold every decoded point; read fused (``app.tsdb.fused_read``), it holds one chunk.
+would hold every decoded point; read fused (``app.tsdb.read.fused``), it holds one chunk.
 """
 
 from __future__ import annotations
 
 import logging
-import mmap
 import os
-import pickle
-import select
-import signal
-import struct
-import subprocess
-import sys
 import threading
 import time
-import weakref
 from collections import OrderedDict
-from pathlib import Path
-from typing import IO, TYPE_CHECKING, Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
-import numpy as np
-
-from app.config import load_config
 from app.engine.downsample import Window
 from app.engine.execute import stage_raw
-from app.engine.flat import FlatSeries, constant
 from app.engine.model import Series
 from app.engine.staged import StagedPart, joined_parts
 from app.query.ast import SubQuery
-from app.query.limits import NO_DEADLINE, Deadline, filled_buckets
+from app.query.limits import Deadline, filled_buckets
 from app.tsdb import TSDB
-from app.tsdb.hour_cache import cache_for
-
-if TYPE_CHECKING:
-    from app.tsdb.reader import SeriesReader
+from app.tsdb.read.rows import RowReader
+from app.tsdb.read.series import read_hours, read_rows
 
 log = logging.getLogger(__name__)
 
 HOUR_S = 3600
-# A helper that died (or never started) is started again at most this often.
-RESTART_AFTER_S = 10.0
-# How long past the query's deadline the worker waits for the helper before stopping it.
-GRACE_S = 5.0
-# Frames on the helper's pipes: an 8-byte length, then a pickle.
-_LENGTH = struct.Struct("<Q")
-# The buckets come back through memory both processes map (no copy through the pipe): at
-# most this much, touched only as far as the largest answer (a bigger one takes the pipe).
-SHARED_BYTES = 256 << 20
 # Looks at the runnable threads before a core counts as busy (see core_idle).
 IDLE_SAMPLES = 3
-# The request that empties the helper's hour cache (a benchmark's cold runs).
-FORGET = ("forget",)
 # What a point the hour cache keeps costs it: 17 bytes of arrays, ~2.5 of bookkeeping.
 KEPT_BYTES_PER_POINT = 20
 # Raw points per hour each query shape read last time, for the split and keep decisions.
@@ -81,8 +60,32 @@ _SEEN: OrderedDict[tuple[Any, ...], float] = OrderedDict()
 MAX_REMEMBERED = 1024
 _SEEN_LOCK = threading.Lock()
 
+Counts = tuple[int, int, int]
+"""What a half read: rows, stored bytes, points."""
 
-def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
+
+class HalfReader(Protocol):
+    """The helper process, as the read sees it: claimed for one query, asked one request,
+    answering the part it read (None: failed or refused, the worker reads it itself)."""
+
+    def claim(self) -> bool: ...
+
+    def release(self) -> None: ...
+
+    def ask(self, request: tuple[Any, ...]) -> bool: ...
+
+    def answer(self, deadline: Deadline) -> tuple[StagedPart, Counts] | None: ...
+
+
+_helper_for: Callable[[TSDB], HalfReader] | None = None
+
+
+def use_helpers(helper_for: Callable[[TSDB], HalfReader] | None) -> None:
+    """Where reads find a store's helper (the serving layer's); None: reads are not split."""
+    global _helper_for
+    _helper_for = helper_for
+
+def read_split(reader: RowReader, sub: SubQuery, first_s: int, last_s: int,
                window: Window) -> list[Series]:
     """The series of ``sub`` from rows with base times in ``[first_s, last_s]``, downsampled
     as the read goes (``window``), in two parts over two processes when it pays."""
@@ -96,7 +99,7 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
         # holds (and then itself, hour after hour); read fused, its memory is the chunk's.
         reader.cacheable = False
     if helper is None:
-        series = reader.read_rows(sub, first_s, last_s, window)
+        series = read_rows(reader, sub, first_s, last_s, window)
     else:
         try:
             series = _read_halves(reader, helper, sub, first_s, last_s, window)
@@ -110,24 +113,24 @@ def read_split(reader: SeriesReader, sub: SubQuery, first_s: int, last_s: int,
     return series
 
 
-def _budget(reader: SeriesReader) -> int:
+def _budget(reader: RowReader) -> int:
     return int(reader.tsdb.config["tsd.query.cache.max_bytes"])
 
 
-def _free_helper(reader: SeriesReader, sub: SubQuery, hours: int, expected: float
-                 ) -> Helper | None:
+def _free_helper(reader: RowReader, sub: SubQuery, hours: int, expected: float
+                 ) -> HalfReader | None:
     """The worker's helper, claimed, when this read is to be split."""
-    from app.tsdb.reader import SeriesReader
-
     config = reader.tsdb.config
     # The helper reads raw hour rows as a SeriesReader does (not a rollup, pre-aggregate or
     # histogram reader's rows).
     if (hours < 2 or sub.tsuids or not config["tsd.query.split.enable"]
-            or type(reader) is not SeriesReader):
+            or not reader.splittable):
         return None
     if expected < config["tsd.query.split.min_points"] or not core_idle():
         return None
-    helper = helper_for(reader.tsdb)
+    if _helper_for is None:
+        return None
+    helper = _helper_for(reader.tsdb)
     return helper if helper.claim() else None
 
 
@@ -150,7 +153,7 @@ def core_idle() -> bool:
     return False
 
 
-def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: int,
+def _read_halves(reader: RowReader, helper: HalfReader, sub: SubQuery, first_s: int,
                  last_s: int, window: Window) -> list[Series]:
     """The earlier hours here while the helper reads the later ones, joined."""
     hours = (last_s - first_s) // HOUR_S + 1
@@ -163,12 +166,12 @@ def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: i
                         reader.cacheable))
     series_before = reader.stats.series
     try:
-        head = stage_raw(sub, reader.read_rows(sub, first_s, middle_s - HOUR_S, window),
+        head = stage_raw(sub, read_rows(reader, sub, first_s, middle_s - HOUR_S, window),
                          window, deadline)
     finally:
         answer = helper.answer(deadline) if asked else None
     if answer is None:  # the helper failed or refused: this process reads its hours too
-        later = stage_raw(sub, reader.read_rows(sub, middle_s, last_s, window), window,
+        later = stage_raw(sub, read_rows(reader, sub, middle_s, last_s, window), window,
                           deadline)
     else:
         later, (rows, stored_bytes, points) = answer
@@ -184,313 +187,12 @@ def _read_halves(reader: SeriesReader, helper: Helper, sub: SubQuery, first_s: i
     return list(joined)
 
 
-def _packed(part: StagedPart, stats: tuple[int, int, int], shared: mmap.mmap | None
-            ) -> tuple[Any, ...]:
-    """The helper's answer: its part, the buckets written into the shared memory when they
-    fit (then only their count is sent), and its read counts."""
-    buckets = part.buckets
-    total = buckets.ts_ms.size
-    if shared is not None and total * 16 <= len(shared):
-        ts_ms, values = _shared_arrays(shared, total)
-        ts_ms[:], values[:] = buckets.ts_ms, buckets.values
-        return part.names, buckets.offsets, part.raw_points, (total, None), stats
-    return part.names, buckets.offsets, part.raw_points, (buckets.ts_ms, buckets.values), stats
-
-
-def _shared_arrays(shared: mmap.mmap, total: int) -> tuple[np.ndarray, np.ndarray]:
-    """``total`` timestamps, then as many values, at the start of the shared memory."""
-    return (np.frombuffer(shared, dtype=np.int64, count=total),
-            np.frombuffer(shared, dtype=np.float64, count=total, offset=total * 8))
-
-
-def _unpacked(answer: tuple[Any, ...], shared: mmap.mmap | None
-              ) -> tuple[StagedPart, tuple[int, int, int]]:
-    """The helper's part (its buckets may be views of the shared memory) and read counts."""
-    names, offsets, raw_points, (ts_ms, values), stats = answer
-    if values is None:  # in the shared memory: read before the helper is asked again
-        assert shared is not None
-        ts_ms, values = _shared_arrays(shared, ts_ms)
-    size = len(ts_ms)
-    buckets = FlatSeries(ts_ms, values, constant(0, np.int64, size),
-                         constant(True, np.bool_, size), offsets)
-    return StagedPart(names, buckets, raw_points), stats
-
-
-class Helper:
-    """The helper process of one worker's store, started on first use; one query at a time."""
-
-    def __init__(self, config: dict[str, Any]) -> None:
-        self._config = config
-        self._lock = threading.Lock()
-        self._process: subprocess.Popen[bytes] | None = None
-        self._ready = False
-        self._started_at = -RESTART_AFTER_S
-        self._shared: mmap.mmap | None = None
-        self._owner = 0  # the pid that started the process
-        self.parts_read = 0  # answers the worker used (a measure for tests and logs)
-        self._finalizer: weakref.finalize[Any, Any] | None = None
-
-    def claim(self) -> bool:
-        """Take the helper for one query when it is up and free (never waits)."""
-        if not self._lock.acquire(blocking=False):
-            return False
-        try:
-            if self._up():
-                return True
-        except Exception as exc:  # whatever it is, the worker reads alone
-            self._failed(exc)
-        self._lock.release()
-        return False
-
-    def release(self) -> None:
-        self._lock.release()
-
-    def prepare(self) -> None:
-        """Start the process now (a server worker at boot), so that the first large query
-        finds it up."""
-        with self._lock:
-            if not self._own():
-                try:
-                    self._start()
-                except Exception as exc:  # the worker serves without it (started again later)
-                    self._failed(exc)
-
-    def ask(self, request: tuple[Any, ...]) -> bool:
-        """Send one request (the helper is claimed); False when the helper is gone."""
-        assert self._process is not None and self._process.stdin is not None
-        try:
-            _send(self._process.stdin, request)
-            return True
-        except Exception as exc:  # whatever it is, the worker reads alone
-            self._failed(exc)
-            return False
-
-    def answer(self, deadline: Deadline) -> tuple[StagedPart, tuple[int, int, int]] | None:
-        """The series and read counts (rows, stored bytes, points) answering the request
-        sent; None when the helper failed or refused (why is logged), so that the worker
-        reads those hours itself. The part may be a view of the shared memory."""
-        reply = self._reply(deadline)
-        if reply is None:
-            return None
-        status, body = reply
-        if status != "ok":
-            log.info("split query: the helper refused its part (%s); reading it here", body)
-            return None
-        self.parts_read += 1
-        return _unpacked(body, self._shared)
-
-    def _reply(self, deadline: Deadline) -> tuple[str, Any] | None:
-        """The helper's reply to the request sent, or None (then it is stopped) when it
-        fails or does not reply by ``deadline`` and ``GRACE_S`` more."""
-        process = self._process
-        assert process is not None and process.stdout is not None
-        wait_s = None
-        if deadline.timeout_ms:
-            wait_s = max(0.0, deadline.timeout_ms / 1000 - deadline.elapsed_ms() / 1000)
-            wait_s += GRACE_S
-        try:
-            if not _readable(process.stdout, wait_s):
-                raise TimeoutError("no answer from the helper by the query's deadline")
-            status, body = _receive(process.stdout)
-            return status, body
-        except Exception as exc:  # whatever it is, the worker reads alone
-            self._failed(exc)
-            return None
-
-    def stop(self) -> None:
-        if self._finalizer is not None:
-            self._finalizer()
-
-    def clear_cache(self) -> bool:
-        """Empty the helper's hour cache, as ``HourCache.clear`` does this process's (its
-        UID caches stay); False when the helper is not up."""
-        if not self.claim():
-            return False
-        try:
-            return self.ask(FORGET) and self._reply(NO_DEADLINE) == ("ok", None)
-        finally:
-            self.release()
-
-    def wait_ready(self, timeout_s: float) -> bool:
-        """Wait until the helper takes queries (a benchmark before it times, a test)."""
-        deadline = time.monotonic() + timeout_s
-        while not self.claim():
-            if time.monotonic() >= deadline:
-                return False
-            time.sleep(0.05)
-        self.release()
-        return True
-
-    @property
-    def pid(self) -> int | None:
-        return self._process.pid if self._own() and self._process is not None else None
-
-    def _own(self) -> bool:
-        """Whether this process started the helper (one inherited through a fork belongs to
-        the parent) and it still runs."""
-        process = self._process
-        return process is not None and self._owner == os.getpid() and process.poll() is None
-
-    def _up(self) -> bool:
-        process = self._process
-        if not self._own():
-            if time.monotonic() - self._started_at >= RESTART_AFTER_S:
-                self._start()
-            return False
-        if not self._ready:
-            assert process is not None and process.stdout is not None
-            if not _readable(process.stdout, 0):
-                return False
-            self._ready = _receive(process.stdout) == ("ready", None)
-        return self._ready
-
-    def _start(self) -> None:
-        if self._owner == os.getpid():
-            self.stop()
-        self._started_at = time.monotonic()
-        root = str(Path(__file__).resolve().parents[2])  # where the app package lies
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(
-            filter(None, [root, os.environ.get("PYTHONPATH", "")]))}
-        shared_fd = os.memfd_create("pytsd-split") if hasattr(os, "memfd_create") else None
-        try:
-            if shared_fd is not None:
-                os.ftruncate(shared_fd, SHARED_BYTES)  # sparse: pages come when written
-                self._shared = mmap.mmap(shared_fd, SHARED_BYTES)
-            # A process group of its own: a terminal's Ctrl-C (sent to the server's group)
-            # never reaches it, not even while it imports; it ends when its input closes.
-            process = subprocess.Popen(
-                [sys.executable, "-m", "app.tsdb.split"], stdin=subprocess.PIPE,
-                stdout=subprocess.PIPE, env=env, bufsize=0, process_group=0,
-                pass_fds=() if shared_fd is None else (shared_fd,))
-        finally:
-            if shared_fd is not None:
-                os.close(shared_fd)  # the map and the child hold their own
-        assert process.stdin is not None
-        self._process, self._ready, self._owner = process, False, os.getpid()
-        self._finalizer = weakref.finalize(self, _stop, process, self._owner)
-        _send(process.stdin, (self._config, shared_fd if self._shared is not None else None))
-        log.info("split query: helper process %d started", process.pid)
-
-    def _failed(self, exc: BaseException) -> None:
-        log.warning("split query: the helper failed (%s); stopping it", exc)
-        self.stop()
-        self._process, self._ready = None, False
-
-
-def _stop(process: subprocess.Popen[bytes], owner: int) -> None:
-    """End a helper: its input closed, and killed, which is safe as it only reads. No wait
-    for it to leave by itself: a worker stopping on Ctrl-C would wait seconds for a helper
-    still starting, and gunicorn's second quit signal would land in that wait as a
-    SystemExit traceback. (Not from a forked process: the helper is its parent's.)"""
-    if owner != os.getpid():
-        return
-    for pipe in (process.stdin, process.stdout):
-        if pipe is not None:
-            pipe.close()
-    if process.poll() is None:
-        process.kill()
-    process.wait()
-
-
-_HELPERS: weakref.WeakKeyDictionary[TSDB, Helper] = weakref.WeakKeyDictionary()
-_HELPERS_LOCK = threading.Lock()
-
-
-def prepare_helper(tsdb: TSDB) -> None:
-    """Start ``tsdb``'s helper ahead of the queries, when queries may be split here."""
-    if tsdb.config["tsd.query.split.enable"] and len(os.sched_getaffinity(0)) > 1:
-        helper_for(tsdb).prepare()
-
-
-def helper_for(tsdb: TSDB) -> Helper:
-    """The process's helper for ``tsdb``'s store (not started until a query claims it)."""
-    with _HELPERS_LOCK:
-        helper = _HELPERS.get(tsdb)
-        if helper is None:
-            helper = _HELPERS[tsdb] = Helper(dict(tsdb.config))
-        return helper
-
-
-def _readable(pipe: IO[bytes], wait_s: float | None) -> bool:
-    """Whether the helper answered within ``wait_s`` (None: however long it takes). A poll,
-    not a select: a busy server's descriptors go past select's 1,024."""
-    poller = select.poll()
-    poller.register(pipe, select.POLLIN)
-    return bool(poller.poll(None if wait_s is None else int(wait_s * 1000)))
-
-
-def _send(pipe: IO[bytes], message: Any) -> None:
-    data = pickle.dumps(message, protocol=pickle.HIGHEST_PROTOCOL)
-    pipe.write(_LENGTH.pack(len(data)))
-    view = memoryview(data)
-    while view:  # an unbuffered pipe may take part of it
-        written = pipe.write(view)
-        view = view[written or 0:]
-
-
-def _receive(pipe: IO[bytes]) -> Any:
-    (size,) = _LENGTH.unpack(_read_exactly(pipe, _LENGTH.size))
-    return pickle.loads(_read_exactly(pipe, size))
-
-
-def _read_exactly(pipe: IO[bytes], size: int) -> bytearray:
-    data = bytearray(size)
-    view, at = memoryview(data), 0
-    while at < size:
-        got = pipe.readinto(view[at:])  # type: ignore[attr-defined]
-        if not got:
-            raise EOFError("the helper's pipe closed")
-        at += got
-    return data
-
-
-def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
-    """The helper's loop: the settings, then one answer per request until its input ends."""
-    from app.tsdb.reader import SeriesReader
-
-    settings, shared_fd = _receive(requests)
-    config = dict(settings)
-    shared = None if shared_fd is None else mmap.mmap(shared_fd, SHARED_BYTES)
-    # The helper reads; it never splits again nor compacts.
-    config.update({"tsd.query.split.enable": False,
-                   "tsd.storage.compaction.background": False})
-    tsdb = TSDB(load_config(config, environ={}))
-    _send(answers, ("ready", None))
-    while True:
-        try:
-            request = _receive(requests)
-        except EOFError:
-            return
-        if request == FORGET:
-            cache = cache_for(tsdb)
-            if cache is not None:
-                cache.clear()
-            _send(answers, ("ok", None))
-            continue
-        sub, first_s, last_s, window, limits, timeout_ms, cacheable = request
-        reader = SeriesReader(tsdb, limits, Deadline(timeout_ms))
-        reader.cacheable = cacheable
-        try:
-            part = stage_raw(sub, reader.read_hours(sub, window, first_s, last_s), window,
-                             reader.deadline)
-            stats = (reader.stats.rows, reader.stats.bytes, reader.stats.points)
-            answer: tuple[str, Any] = ("ok", _packed(part, stats, shared))
-        except Exception as exc:  # the worker reads these hours itself, and meets it again
-            answer = ("error", f"{type(exc).__name__}: {exc}")
-        _send(answers, answer)
-
-
-if __name__ == "__main__":
-    # A server's signals reach its whole process group: the worker decides when the helper
-    # ends (its input closes), so a query in flight during a graceful stop still gets its part.
-    for number in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(number, signal.SIG_IGN)
-    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
-                                                      "split helper: %(message)s")
-    # Answers on a private copy of the output; a stray print goes to the log instead.
-    answers = os.fdopen(os.dup(1), "wb", buffering=0)
-    os.dup2(2, 1)
-    try:
-        serve(os.fdopen(0, "rb", buffering=0), answers)
-    except BrokenPipeError:
-        pass  # the worker left (a stop) while this answered: nothing to tell anyone
+def read_half(tsdb: TSDB, request: tuple[Any, ...]) -> tuple[StagedPart, Counts]:
+    """What the helper computes for one request of :func:`_read_halves`: its hours' series,
+    downsampled as read, and its read counts."""
+    sub, first_s, last_s, window, limits, timeout_ms, cacheable = request
+    reader = RowReader(tsdb, limits, Deadline(timeout_ms))
+    reader.cacheable = cacheable
+    part = stage_raw(sub, read_hours(reader, sub, window, first_s, last_s), window,
+                     reader.deadline)
+    return part, (reader.stats.rows, reader.stats.bytes, reader.stats.points)

@@ -33,7 +33,7 @@ def _children(pid: int) -> list[int]:
 def _is_helper(pid: int) -> bool:
     """Whether ``pid`` runs a helper (an exited one, even a zombie, has no command line)."""
     try:
-        return b"app.tsdb.split" in Path(f"/proc/{pid}/cmdline").read_bytes()
+        return b"app.server.split_helper" in Path(f"/proc/{pid}/cmdline").read_bytes()
     except OSError:
         return False
 

@@ -1,4 +1,4 @@
-"""A cold read decoded in several passes (``reader.DECODE_CHUNK_ROWS``): every series in
+"""A cold read decoded in several passes (``rows.DECODE_CHUNK_ROWS``): every series in
 order with its own points, every closed row kept, and the point limit stopping after the pass
 that crosses it, with that pass's count. Both backends."""
 
@@ -11,8 +11,9 @@ import pytest
 from app.errors import QueryLimitError
 from app.query.ast import SubQuery
 from app.query.limits import QueryLimits
-from app.tsdb import TSDB, hour_cache, reader
+from app.tsdb import TSDB, hour_cache
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import rows
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 
@@ -26,7 +27,7 @@ HOSTS = [f"h{n}" for n in range(5)]
 def loaded(tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> TSDB:
     real = hour_cache.clock_ms
     monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)  # rows settled
-    monkeypatch.setattr(reader, "DECODE_CHUNK_ROWS", 2)  # 15 rows: a pass per series
+    monkeypatch.setattr(rows, "DECODE_CHUNK_ROWS", 2)  # 15 rows: a pass per series
     points = [DataPoint("par.m", BASE_S + i * 60, i * (h + 1), {"host": host})
               for h, host in enumerate(HOSTS) for i in range(3 * 60)]
     assert not any(PointWriter(tsdb).write(points))

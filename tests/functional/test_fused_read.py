@@ -1,4 +1,4 @@
-"""The downsample fused into the read (``app.tsdb.fused_read``): on both backends, with the
+"""The downsample fused into the read (``app.tsdb.read.fused``): on both backends, with the
 hour cache off, a downsampled query decoded and downsampled a few rows at a time answers
 exactly (to the byte of the JSON, counts included) what the whole-series path answers, across
 grouping, fill policies, rates, ``none``, notes, gaps and filters."""
@@ -16,8 +16,9 @@ from flask.testing import FlaskClient
 from app.engine.staged import StagedSeries, fusable
 from app.errors import QueryLimitError
 from app.query.ast import Downsample, SubQuery
-from app.tsdb import TSDB, fused_read
-from app.tsdb import reader as reader_module
+from app.tsdb import TSDB
+from app.tsdb.read import fused as fused_read
+from app.tsdb.read import plan as plan_module
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, drop_tables, make_tsdb
@@ -114,7 +115,7 @@ def test_fused_answers_as_the_whole_series_path(client: FlaskClient, m: str, chu
     monkeypatch.setattr(fused_read, "CHUNK_ROWS", chunk_rows)
     fused = _answer(client, m, start_s, end_s)
     with monkeypatch.context() as patch:
-        patch.setattr(reader_module, "fusable", lambda spec: False)
+        patch.setattr(plan_module, "fusable", lambda spec: False)
         whole = _answer(client, m, start_s, end_s)
     assert isinstance(fused, str), fused
     assert fused == whole
@@ -176,8 +177,8 @@ def test_a_limit_error_closes_the_scan(store: TSDB, monkeypatch: pytest.MonkeyPa
     from app.query.limits import QueryLimits
 
     reader = SeriesReader(store, QueryLimits(data_points=10))
-    reader._sub = SubQuery("sum", metric="fuse.m",
-                           downsample=Downsample("1m-avg", 60_000, 1, "m", "avg"))
+    reader.sub = SubQuery("sum", metric="fuse.m",
+                          downsample=Downsample("1m-avg", 60_000, 1, "m", "avg"))
     with pytest.raises(QueryLimitError):
         fused_read.read_fused(reader, rows(), [],
                               Window(BASE_S * 1000, END_S * 1000, BASE_S * 1000, END_S * 1000))

@@ -18,6 +18,7 @@ from flask.testing import FlaskClient
 
 from app.engine.staged import StagedSeries
 from app.query.ast import Downsample, SubQuery
+from app.server import split_helper
 from app.tsdb import TSDB, hour_cache, split
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
@@ -45,43 +46,43 @@ def store(tsd_config: dict[str, Any], cache_mode: str, request: pytest.FixtureRe
     note = {"tsuid": found[0]["tsuids"][0], "startTime": END_S - 1500, "description": "late"}
     assert client.post("/api/annotation", json=note).status_code == 200
     yield tsdb
-    split.helper_for(tsdb).stop()
+    split_helper.helper_for(tsdb).stop()
     drop_tables(tsdb)
 
 
 @pytest.fixture
-def helper(store: TSDB, cache_mode: str, monkeypatch: pytest.MonkeyPatch) -> split.Helper:
+def helper(store: TSDB, cache_mode: str, monkeypatch: pytest.MonkeyPatch) -> split_helper.Helper:
     """The store's helper, up; a core counted idle (the machine's load is not the test's)."""
     monkeypatch.setattr(split, "core_idle", lambda: True)
     if cache_mode == "warm":  # this process's rows and ranges settled: its half kept
         later_ms = hour_cache.clock_ms() + 60_000
         monkeypatch.setattr(hour_cache, "clock_ms", lambda: later_ms)
-    helper = split.helper_for(store)
+    helper = split_helper.helper_for(store)
     helper.prepare()
     _wait_up(helper)
     return helper
 
 
-def _wait_up(helper: split.Helper) -> None:
+def _wait_up(helper: split_helper.Helper) -> None:
     assert helper.wait_ready(30), "the helper did not start"
 
 
 @contextmanager
 def _split_store(tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
                  points: list[DataPoint], **settings: Any
-                 ) -> Iterator[tuple[split.Helper, FlaskClient]]:
+                 ) -> Iterator[tuple[split_helper.Helper, FlaskClient]]:
     """A store of its own holding ``points`` (``settings`` added), its helper up, a core
     counted idle; the helper stopped and the tables dropped on the way out."""
     tsdb = make_tsdb({**tsd_config, **settings})
     try:
         assert not any(PointWriter(tsdb).write(points))
         monkeypatch.setattr(split, "core_idle", lambda: True)
-        helper = split.helper_for(tsdb)
+        helper = split_helper.helper_for(tsdb)
         helper.prepare()
         _wait_up(helper)
         yield helper, app_over(tsdb).test_client()
     finally:
-        split.helper_for(tsdb).stop()
+        split_helper.helper_for(tsdb).stop()
         drop_tables(tsdb)
 
 
@@ -93,7 +94,7 @@ def _one_process(client: FlaskClient, m: str, monkeypatch: pytest.MonkeyPatch,
 
 
 @pytest.mark.parametrize("m", QUERIES)
-def test_a_split_query_answers_as_one_process(store: TSDB, helper: split.Helper, m: str,
+def test_a_split_query_answers_as_one_process(store: TSDB, helper: split_helper.Helper, m: str,
                                               monkeypatch: pytest.MonkeyPatch) -> None:
     client = app_over(store).test_client()
     whole = _one_process(client, m, monkeypatch)
@@ -105,7 +106,7 @@ def test_a_split_query_answers_as_one_process(store: TSDB, helper: split.Helper,
         assert parts == whole
 
 
-def test_what_is_not_split(store: TSDB, helper: split.Helper,
+def test_what_is_not_split(store: TSDB, helper: split_helper.Helper,
                            monkeypatch: pytest.MonkeyPatch) -> None:
     client = app_over(store).test_client()
     before = helper.parts_read
@@ -130,7 +131,7 @@ def test_a_query_the_last_run_found_small_is_not_split(
         assert helper.parts_read == 1
 
 
-def test_a_dead_helper_changes_nothing_but_the_time(store: TSDB, helper: split.Helper,
+def test_a_dead_helper_changes_nothing_but_the_time(store: TSDB, helper: split_helper.Helper,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:
     client = app_over(store).test_client()
     m = "avg:1m-avg:fuse.m{host=*}"
@@ -142,7 +143,7 @@ def test_a_dead_helper_changes_nothing_but_the_time(store: TSDB, helper: split.H
     before = helper.parts_read
     assert _answer(client, m, START_S, STOP_S) == whole  # read here
     assert helper.parts_read == before
-    monkeypatch.setattr(split, "RESTART_AFTER_S", 0.0)
+    monkeypatch.setattr(split_helper, "RESTART_AFTER_S", 0.0)
     _answer(client, m, START_S, STOP_S)  # starts another one
     _wait_up(helper)
     assert helper._process is not None and helper._process.pid != process.pid
@@ -198,7 +199,7 @@ def test_a_split_with_descriptors_past_1024(tsd_config: dict[str, Any],
         resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
 
 
-def _split_with_many_descriptors(helper: split.Helper, client: FlaskClient,
+def _split_with_many_descriptors(helper: split_helper.Helper, client: FlaskClient,
                                  monkeypatch: pytest.MonkeyPatch) -> None:
     assert helper._process is not None and helper._process.stdout is not None
     assert helper._process.stdout.fileno() > 1024
@@ -207,7 +208,7 @@ def _split_with_many_descriptors(helper: split.Helper, client: FlaskClient,
     assert helper.parts_read == 1
 
 
-def test_the_helper_leaves_with_its_worker(store: TSDB, helper: split.Helper) -> None:
+def test_the_helper_leaves_with_its_worker(store: TSDB, helper: split_helper.Helper) -> None:
     process = helper._process
     assert process is not None and process.poll() is None
     helper.stop()
@@ -215,7 +216,7 @@ def test_the_helper_leaves_with_its_worker(store: TSDB, helper: split.Helper) ->
 
 
 def test_a_forked_process_does_not_share_its_parents_helper(store: TSDB,
-                                                            helper: split.Helper) -> None:
+                                                            helper: split_helper.Helper) -> None:
     pid = os.fork()
     if pid == 0:  # the child: its helper is the parent's, not to be claimed nor stopped
         split.RESTART_AFTER_S = float("inf")  # nor one of its own started

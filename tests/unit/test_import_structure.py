@@ -5,10 +5,9 @@
 - no module reaches into another's private names: ``from x import _name``, or
   ``obj._name`` (read or written) where this module defines no ``_name`` itself.
 
-Today's read path has known violations (issue 24: reader, fused_read, split, closed_range,
-planner, rollup_reader, rollup_ranges). They are listed below, each with its reason, so this
-test passes now and fails on anything new; a change that removes one removes its entry
-(an entry nothing matches any more fails too, so the lists only shrink).
+The few known exceptions are listed below, each with its reason, so this test fails on
+anything new; a change that removes one removes its entry (an entry nothing matches any more
+fails too, so the lists only shrink).
 """
 
 from __future__ import annotations
@@ -31,16 +30,6 @@ ALLOWED_EDGES: dict[tuple[str, str], str] = {
     ("app", "app.ui"): "create_app registers the blueprints; app.ui reads app.__version__",
     ("app.storage.sqlite_write", "app.storage.sqlite"): "type-only: the write side names the "
                                                          "store it serves",
-    ("app.tsdb.closed_range", "app.tsdb.reader"): "closed ranges run an inner SeriesReader "
-                                                  "(issue 24 item 1: the read package)",
-    ("app.tsdb.fused_read", "app.tsdb.reader"): "the fused read is a SeriesReader mode "
-                                                "(issue 24 item 1)",
-    ("app.tsdb.split", "app.tsdb.reader"): "the helper process builds a SeriesReader "
-                                           "(issue 24 item 1: it moves to the serving layer)",
-    ("app.tsdb.planner", "app.tsdb.reader"): "the rollup planner takes the reader it plans "
-                                             "for (issue 24 item 1)",
-    ("app.tsdb.rollup_reader", "app.tsdb.reader"): "the rollup reader subclasses SeriesReader "
-                                                   "(issue 24 item 1)",
 }
 
 # (module, private name) pairs a module may reach into across modules, each with its reason.
@@ -50,24 +39,6 @@ ALLOWED_PRIVATE: dict[tuple[str, str], str] = {
     ("app.api.exp_serialize", "_format_values"): "shares serialize's dps formatting",
     ("app.api.histogram", "_respond"): "shares put's response (details/summary)",
     ("app.api.rollup", "_respond"): "shares put's response (details/summary)",
-    ("app.tsdb.closed_range", "_exact_tag_sets"): "reader's key planning (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_narrowing"): "reader's key planning (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_resolve"): "reader's UID resolution (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_buckets"): "reader's state (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_names"): "reader's tag names (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_cache"): "resets an inner reader's privates (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_stamps"): "resets an inner reader's privates (issue 24 item 1)",
-    ("app.tsdb.closed_range", "_weights"): "resets an inner reader's privates (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_annotations"): "reader's decode helpers (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_concatenated"): "reader's decode helpers (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_decode_pass"): "reader's decode helpers (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_sub"): "reader's state (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_buckets"): "reader's state (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_names"): "reader's tag names (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_weight"): "reader's byte weights (issue 24 item 1)",
-    ("app.tsdb.fused_read", "_decode_row"): "reader's decode (issue 24 item 1)",
-    ("app.tsdb.rollup_reader", "_SeriesRows"): "reader's row groups (issue 24 item 1)",
-    ("app.tsdb.rollup_reader", "_UidConstraint"): "reader's key constraints (issue 24 item 1)",
 }
 
 

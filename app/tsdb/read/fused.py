@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -27,9 +27,9 @@ from app.engine.model import Series
 from app.engine.staged import in_one_buffer, stage_chunk
 from app.query.filters import TagFilter, series_matches
 from app.storage.base import Row
-
-if TYPE_CHECKING:
-    from app.tsdb.reader import SeriesReader, StoredRow
+from app.tsdb.read.decode import concatenated, decode_pass, row_annotations
+from app.tsdb.read.keys import series_order
+from app.tsdb.read.rows import CHECK_EVERY_ROWS, RowReader, StoredRow, close_scan
 
 # Stored bytes of cells decoded per chunk (compacted 10-second data: ~10 bytes a point).
 CHUNK_STORED_BYTES = 4 << 20
@@ -60,14 +60,11 @@ class _Piece:
     values: np.ndarray
 
 
-def read_fused(reader: SeriesReader, rows: Iterator[tuple[bytes, StoredRow]],
+def read_fused(reader: RowReader, rows: Iterator[tuple[bytes, StoredRow]],
                filters: Sequence[TagFilter], window: Window) -> list[Series]:
     """The series of the reader's sub-query from ``rows`` (stored rows, each series' rows in
     time order), downsampled chunk by chunk; in row-key order."""
-    from app.tsdb.reader import CHECK_EVERY_ROWS, _annotations
-
-    sub, stats, layout = reader._sub, reader.stats, reader.layout
-    time_start = layout.salt_width + layout.metric_width
+    sub, stats, layout = reader.sub, reader.stats, reader.layout
     by_series: dict[bytes, _Fused | None] = {}
     series: list[_Fused] = []
     pieces: list[_Piece] = []
@@ -77,13 +74,13 @@ def read_fused(reader: SeriesReader, rows: Iterator[tuple[bytes, StoredRow]],
     try:
         for key, cells in rows:
             assert isinstance(cells, dict)  # stored cells: no hour cache in this read
-            weight = reader._weight(key, cells)
+            weight = reader.weight(key, cells)
             stats.rows += 1
             stats.bytes += weight
             if stats.rows % CHECK_EVERY_ROWS == 0:
                 reader.limits.check_read(sub, stats.points, stats.bytes)
                 reader.deadline.check(sub.index)
-            order = key[:time_start] + key[time_start + 4:]
+            order = series_order(layout, key)
             fused = by_series.get(order)
             if fused is None:
                 if order in by_series:
@@ -94,7 +91,7 @@ def read_fused(reader: SeriesReader, rows: Iterator[tuple[bytes, StoredRow]],
                 series.append(fused)
             for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
                 if len(column) & 1:
-                    fused.notes += _annotations(layout, key, cells)
+                    fused.notes += row_annotations(layout, key, cells)
                     break
             chunk.append((key, cells))
             owners.append(fused.index)
@@ -103,37 +100,34 @@ def read_fused(reader: SeriesReader, rows: Iterator[tuple[bytes, StoredRow]],
                 pieces.append(_stage(reader, chunk, owners, window, len(series)))
                 chunk, owners, chunk_bytes = [], [], 0
     finally:
-        # A scan stopped by a limit or the deadline is closed now (see SeriesReader._group).
-        close = getattr(rows, "close", None)
-        if close is not None:
-            close()
+        close_scan(rows)
     reader.limits.check_read(sub, stats.points, stats.bytes)
     if chunk:
         pieces.append(_stage(reader, chunk, owners, window, len(series)))
     del chunk
-    reader.limits.check_emitted(sub, reader._buckets, len(series))
+    reader.limits.check_emitted(sub, reader.buckets, len(series))
     stats.series += len(series)
     return _assembled(reader, series, pieces)
 
 
-def _matched(reader: SeriesReader, key: bytes, order: bytes, filters: Sequence[TagFilter],
+def _matched(reader: RowReader, key: bytes, order: bytes, filters: Sequence[TagFilter],
              index: int) -> _Fused | None:
-    """A series first seen, when its tag names pass the filters (``SeriesReader._matching``)."""
+    """A series first seen, when its tag names pass the filters (``RowReader.matching``)."""
     tag_uids = reader.layout.parse_row_key(key).tags
-    tags = reader._names(tag_uids)
-    if tags is None or not series_matches(tags, filters, reader._sub.explicit_tags):
+    tags = reader.names(tag_uids)
+    if tags is None or not series_matches(tags, filters, reader.sub.explicit_tags):
         return None
     return _Fused(index, order, tuple(tag_uids), tags)
 
 
-def _stage(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]], owners: Sequence[int],
+def _stage(reader: RowReader, chunk: Sequence[tuple[bytes, Row]], owners: Sequence[int],
            window: Window, series_seen: int) -> _Piece:
     """Decode one chunk's rows, downsample them, count them; the limits and the deadline."""
     rows = _decoded_rows(reader, chunk)
-    sub, stats = reader._sub, reader.stats
+    sub, stats = reader.sub, reader.stats
     stats.points += int(rows.ts_ms.size)
     reader.limits.check_read(sub, stats.points, stats.bytes)
-    reader.limits.check_emitted(sub, reader._buckets, series_seen)
+    reader.limits.check_emitted(sub, reader.buckets, series_seen)
     reader.deadline.check(sub.index)
     assert sub.downsample is not None
     buckets, raw_points = stage_chunk(sub.downsample, window, rows)
@@ -141,17 +135,15 @@ def _stage(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]], owners: Seq
                   np.ascontiguousarray(buckets.ts_ms), np.ascontiguousarray(buckets.values))
 
 
-def _decoded_rows(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]]) -> FlatSeries:
+def _decoded_rows(reader: RowReader, chunk: Sequence[tuple[bytes, Row]]) -> FlatSeries:
     """The chunk's rows decoded, each row one segment (in chunk order); values as doubles
     (a downsample reads nothing else, so integers beyond 2**53 need no exact re-read)."""
-    from app.tsdb.reader import _concatenated, _decode_pass
-
-    done = _decode_pass(chunk, reader.layout.salt_width + reader.layout.metric_width)
+    done = decode_pass(chunk, reader.layout.salt_width + reader.layout.metric_width)
     assert done is not None
     merged, cuts, _ = done
     if merged.has_duplicates:  # rare: row by row, the newest cell winning (write times)
-        parts = [reader._decode_row(key, cells) for key, cells in chunk]
-        rows = _concatenated(parts)
+        parts = [reader.decode_row(key, cells) for key, cells in chunk]
+        rows = concatenated(parts)
         offsets = np.concatenate(([0], np.cumsum([len(p) for p in parts]))).astype(np.int64)
     else:
         rows = merged
@@ -160,7 +152,7 @@ def _decoded_rows(reader: SeriesReader, chunk: Sequence[tuple[bytes, Row]]) -> F
                       ~rows.is_int, offsets)
 
 
-def _assembled(reader: SeriesReader, series: list[_Fused], pieces: list[_Piece]
+def _assembled(reader: RowReader, series: list[_Fused], pieces: list[_Piece]
                ) -> list[Series]:
     """Every series' buckets, series after series in row-key order, in one buffer (each
     piece copied in and let go), as :class:`StagedSeries` the engine joins without a copy."""
@@ -186,7 +178,7 @@ def _assembled(reader: SeriesReader, series: list[_Fused], pieces: list[_Piece]
     offsets = np.concatenate(([0], ends)).astype(np.int64)
     for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
         _in_time_order(ts_ms[start:end], values[start:end])
-    spec = reader._sub.downsample
+    spec = reader.sub.downsample
     assert spec is not None
     tsuid_at = reader.layout.salt_width
     names = [(s.row_order[tsuid_at:].hex().upper(), s.tags, s.notes, s.row_order,

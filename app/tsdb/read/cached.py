@@ -1,0 +1,123 @@
+"""The hour-cache row source: a scan's rows whose stamp matches a kept decode come from the
+cache, the others from storage, with the stamp they had (see ``app.tsdb.hour_cache``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from app.storage.base import SCAN_MANY, SCAN_STAMPED, SCAN_STAMPS_SIZED, Row, able, scan_ranges
+from app.tsdb.hour_cache import CachedRow, HourCache, Stamp
+from app.tsdb.read.keep import Keeper
+from app.tsdb.read.keys import KeyRange, series_order
+
+# Cold reads (at least this share of the scanned rows missing from the cache) stream the
+# ranges' values; warmer ones fetch only the missing rows by key.
+COLD_SHARE = 4
+# Stamps read between checks of the deadline (stamps are cheap: checked less often).
+STAMP_CHECK_EVERY_ROWS = 64 * 256
+
+KeyTest = Callable[[bytes], bool]
+
+
+def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,
+         named: KeyTest | None, check_deadline: Callable[[], None],
+         count_dropped: Callable[[Sequence[Any]], None]
+         ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
+    """Rows whose stamp (read first, without values) matches a kept decode come from the
+    cache; the others from storage, remembering the stamp they had (``keeper.stamps``).
+    Rows of series ``named`` drops are counted (``count_dropped``) but not read further."""
+    cache = keeper.cache
+    # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
+    one_pass = able(table, SCAN_STAMPED) is not None and (
+        len(ranges) == 1 or able(table, SCAN_MANY) is None)
+    if named is None and one_pass and not _warm(cache, table, ranges):
+        keeper.stamps = {}
+        return [], _one_pass(keeper, table, ranges, keep)
+    sized = named is not None and able(table, SCAN_STAMPS_SIZED) is not None
+    scan = table.scan_stamps_sized if sized else table.scan_stamps
+    stamped = []
+    for start, stop in ranges:
+        for row in scan(start, stop, "t"):
+            stamped.append(row)
+            if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:
+                check_deadline()
+    if keep is not None or sized:
+        stamped, dropped = _sort_stamped(keeper, stamped, keep, named if sized else None)
+        scanned = stamped + dropped
+        count_dropped(dropped)
+    else:
+        scanned = stamped
+    hits: list[tuple[bytes, CachedRow]] = []
+    stamps: dict[bytes, Stamp] = {}
+    for row, entry in zip(stamped, cache.lookup(table.name, stamped)):
+        if entry is None:
+            stamps[row[0]] = (row[1], row[2])
+        else:
+            hits.append((row[0], entry))
+    keeper.stamps = stamps
+    return hits, _missed_rows(table, ranges, stamps, scanned, keep)
+
+
+def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool:
+    """Whether the cache holds the first row of the ranges as it is stored: then the
+    others are likely kept too (a dashboard asking again), else the read is cold."""
+    for start, stop in ranges:
+        stamps = table.scan_stamps(start, stop, "t")
+        try:
+            for key, cells, newest in stamps:
+                return cache.holds(table.name, key, (cells, newest))
+        finally:
+            stamps.close()
+    return False
+
+
+def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None
+              ) -> Iterator[tuple[bytes, Row]]:
+    """A cold read: every row's values and write times in one scan, each row's stamp
+    derived from the very cells read (so a kept entry is exactly what was read)."""
+    stamps, weights = keeper.stamps, keeper.weights
+    for start, stop in ranges:
+        for key, row, cells, newest, weight in table.scan_stamped(start, stop, "t"):
+            if keep is None or keep(key):
+                stamps[key] = (cells, newest)
+                weights[key] = weight
+                yield key, row
+
+
+def _sort_stamped(keeper: Keeper, stamped: list[Any], keep: KeyTest | None,
+                  named: KeyTest | None) -> tuple[list[Any], list[Any]]:
+    """The stamped rows ``keep`` keeps, split into those of series ``named`` keeps and
+    those it drops; each series decided once."""
+    verdicts: dict[bytes, int] = {}
+    wanted, dropped = [], []
+    for row in stamped:
+        key = row[0]
+        order = series_order(keeper.layout, key)
+        verdict = verdicts.get(order)
+        if verdict is None:
+            verdict = verdicts[order] = (0 if keep is not None and not keep(key) else
+                                         1 if named is not None and not named(key) else 2)
+        if verdict == 2:
+            wanted.append(row)
+        elif verdict == 1:
+            dropped.append(row)
+    return wanted, dropped
+
+
+def _missed_rows(table: Any, ranges: Sequence[KeyRange], stamps: dict[bytes, Stamp],
+                 stamped: Sequence[tuple[bytes, ...]], keep: KeyTest | None
+                 ) -> Iterator[tuple[bytes, Row]]:
+    """The rows read from storage: ``stamps``' rows, and in a streaming scan the rows
+    written since the stamps were read."""
+    if not stamps:
+        return
+    if len(stamps) * COLD_SHARE >= len(stamped):
+        # Mostly cold: one streaming scan. Rows written since the stamps come along too
+        # (the grouping runs their series' name filters).
+        known = {row[0] for row in stamped}
+        for key, row in scan_ranges(table, ranges, columns=[b"t"]):
+            if key in stamps or (key not in known and (keep is None or keep(key))):
+                yield key, row
+        return
+    yield from table.rows(list(stamps), columns=[b"t"])
