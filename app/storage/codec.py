@@ -37,6 +37,7 @@ from app.storage.codec_cells import (
     ANNOTATION_PREFIX,
     APPEND_COLUMN_PREFIX,
     APPEND_QUALIFIER,
+    DATA_PREFIX,
     FLAG_BITS,
     FLAG_FLOAT,
     FLAGS_MASK,
@@ -287,7 +288,8 @@ def annotation_offset_ms(qualifier: bytes, base_time_s: int) -> int:
 
 
 __all__ = [
-    "ANNOTATION_PREFIX", "APPEND_COLUMN_PREFIX", "APPEND_QUALIFIER", "FLAGS_MASK", "FLAG_BITS",
+    "ANNOTATION_PREFIX", "APPEND_COLUMN_PREFIX", "APPEND_QUALIFIER", "DATA_PREFIX", "FLAGS_MASK",
+    "FLAG_BITS",
     "FLAG_FLOAT", "LENGTH_MASK", "MAX_TIMESPAN", "MS_BYTE_FLAG", "MS_FLAG", "MS_FLAG_BITS",
     "MS_MIXED_COMPACT", "SECOND_MASK", "TIMESTAMP_BYTES", "DecodedRow", "IllegalDataError",
     "RowKeyLayout", "RowKeyParts", "annotation_offset_ms", "annotation_qualifier",

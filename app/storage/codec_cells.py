@@ -33,6 +33,8 @@ MS_FLAG = 0xF0000000
 MS_MIXED_COMPACT = 0x01
 SECOND_MASK = 0xFFFFFFFF00000000
 MAX_TIMESPAN = 3600
+# Data cells live in the ``t`` family: a column is this prefix and the cell's qualifier.
+DATA_PREFIX = b"t:"
 APPEND_COLUMN_PREFIX = 0x05
 APPEND_QUALIFIER = b"\x05\x00\x00"
 ANNOTATION_PREFIX = 0x01

@@ -20,8 +20,8 @@ from app.tsdb.background import run_every
 
 log = logging.getLogger(__name__)
 
-MAX_TIMESPAN_S = 3600
-DATA_PREFIX = b"t:"
+MAX_TIMESPAN_S = codec.MAX_TIMESPAN
+DATA_PREFIX = codec.DATA_PREFIX
 
 
 @dataclass

@@ -18,7 +18,7 @@ from app.tsdb import TSDB
 from app.tsdb.rollup_coverage import mark_rows
 
 log = logging.getLogger(__name__)
-DATA_PREFIX = b"t:"
+DATA_PREFIX = codec.DATA_PREFIX
 HOUR_MS = codec.MAX_TIMESPAN * 1000
 
 

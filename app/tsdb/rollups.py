@@ -26,6 +26,7 @@ from app.storage.codec import FLAG_BITS
 from app.tsdb import TSDB
 from app.tsdb import rollup_coverage as coverage
 from app.tsdb.background import run_every
+from app.tsdb.read.decode import EXACT_DOUBLE_LIMIT
 from app.tsdb.rollup_config import RollupConfig, RollupConfigError, RollupInterval
 from app.tsdb.rollup_lease import RollupLease
 from app.tsdb.writer import DataPoint, PointWriter, parse_point
@@ -37,7 +38,6 @@ COMPUTED = ("sum", "count", "min", "max")
 DERIVED = ("AVG", "DEV")
 DAY_S = 86400
 HOUR_S = 3600
-EXACT_DOUBLE_LIMIT = 2.0**53
 
 
 @dataclass(frozen=True)

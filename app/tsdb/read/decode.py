@@ -25,7 +25,7 @@ from app.tsdb.read.keys import SeriesRows, base_time_s
 EXACT_DOUBLE_LIMIT = 2.0**53
 # Wider than any timestamp in ms (2**43 ms is the year 2248) and a whole number of seconds.
 SERIES_SHIFT_S = 2**43 // 1000
-DATA_PREFIX = b"t:"
+DATA_PREFIX = codec.DATA_PREFIX
 
 Pass = tuple[codec.DecodedRow, np.ndarray, np.ndarray]
 """A pass's decode: its points (rows one after the other, each in time order), where rows

@@ -20,7 +20,7 @@ from app.query.filters import TagFilter
 from app.storage import codec
 from app.storage.base import prefix_stop
 
-MAX_TIMESPAN_S = 3600
+MAX_TIMESPAN_S = codec.MAX_TIMESPAN
 # Past this many hour rows per salt, one wide scan beats two narrow range scans per hour.
 MAX_NARROWED_HOURS = 24 * 8
 # Row keys fetched by exact gets at most (tsuids, explicitTags with literals): past it, or
