@@ -328,8 +328,12 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.core.connections.per_ip_limit": Setting(
         0, int,
-        "pytsd: open connections per worker from one client address (0 = no limit); beyond "
-        "it a new connection is answered 503 and closed.",
+        "pytsd: open connections from one client address to the whole server, all its "
+        "workers together, counted from accept to close whether or not they have sent a byte "
+        "(0 = no limit); beyond it a new connection is answered 503 (line protocol: `error: "
+        "too many connections from this address`) and closed. Addresses are counted in "
+        "16,384 hashed buckets: two addresses sharing one share a count, which only makes "
+        "the cap stricter for them.",
     ),
     "tsd.core.connections.limit": Setting(
         1000, int,

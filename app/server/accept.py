@@ -8,9 +8,9 @@ watching the socket for a moment while it holds more than its share of the conne
 workers: the other workers, woken by the same event, take the next ones.
 
 The shares live in memory the arbiter maps before it forks the workers
-(:meth:`ConnectionShares.create`, from ``TsdWorker.setup``); each worker owns one slot (its
-pid and its connection count) and only reads the others'. Without that memory (a worker
-class loaded only after the fork) a worker accepts as asyncio would, one at a time.
+(:class:`~app.server.shares.ConnectionShares`, from ``TsdWorker.setup``); each worker owns one
+slot (its pid and its connection count) and only reads the others'. Without that memory (a
+worker class loaded only after the fork) a worker accepts as asyncio would, one at a time.
 """
 
 from __future__ import annotations
@@ -18,76 +18,19 @@ from __future__ import annotations
 import asyncio
 import errno
 import logging
-import mmap
-import multiprocessing
-import os
 import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.observe import pid_alive
+from app.server.shares import ConnectionShares
 
 LOG = logging.getLogger(__name__)
 
-SLOTS = 64  # the most workers whose connections are counted
 SLACK_FRACTION = 8  # over a large share by more than 1/8 of it: pause
 SLACK_FROM_SHARE = 64  # below this share, exact balance (a handful of clients spread evenly)
 PAUSE_S = 0.05  # a worker over its share stops accepting this long (then accepts one again)
 # Out of file descriptors: wait this long before accepting again (the loop would spin).
 FD_EXHAUSTED_PAUSE_S = 0.5
-
-
-class ConnectionShares:
-    """Each worker's connection count, in shared memory: ``[pid, count] * SLOTS``."""
-
-    def __init__(self) -> None:
-        self._creator = os.getpid()
-        self._lock = multiprocessing.Lock()  # only for claiming a slot
-        self._memory = mmap.mmap(-1, SLOTS * 2 * 8)  # anonymous and shared across fork
-        self._cells = memoryview(self._memory).cast("q")
-        self._slot = -1
-
-    def join(self) -> bool:
-        """Claim a slot for this worker (a free one, or a dead worker's); False if unshared."""
-        if os.getpid() == self._creator:
-            return False  # created in this very process: nobody else sees it
-        pid = os.getpid()
-        with self._lock:
-            for slot in range(SLOTS):
-                owner = self._cells[2 * slot]
-                if owner == 0 or not pid_alive(owner):
-                    self._cells[2 * slot], self._cells[2 * slot + 1] = pid, 0
-                    self._slot = slot
-                    return True
-        return False
-
-    def leave(self) -> None:
-        if self._slot >= 0:
-            self._cells[2 * self._slot + 1] = 0
-            self._cells[2 * self._slot] = 0
-            self._slot = -1
-
-    def set_mine(self, count: int) -> None:
-        if self._slot >= 0:
-            self._cells[2 * self._slot + 1] = count
-
-    def over_share(self, mine: int) -> bool:
-        """Whether ``mine`` is more than an even share of the connections of the workers
-        that accept now (one still booting does not count: nobody would take its share),
-        with a slack of an eighth of the share once the share is large: without it, workers
-        flooded with connections took turns pausing after every other accept (2,000
-        connections took 20 s to accept, and a new client waited behind them)."""
-        if self._slot < 0:
-            return False
-        cells = self._cells
-        counts = [cells[2 * slot + 1] for slot in range(SLOTS) if cells[2 * slot] != 0]
-        if len(counts) < 2:
-            return False
-        share = sum(counts) / len(counts)
-        slack = share // SLACK_FRACTION if share >= SLACK_FROM_SHARE else 0
-        return mine > share + slack
-
-
 
 
 class Acceptor:
@@ -120,7 +63,7 @@ class Acceptor:
         if self._resume is not None:
             self._resume.cancel()
         if self.shares is not None:
-            self.shares.leave()
+            self.shares.stop_accepting()  # the worker leaves once its connections are closed
 
     def count_changed(self) -> None:
         if self.shares is not None:
@@ -159,5 +102,6 @@ class Acceptor:
         sock.setblocking(False)
         self.on_socket(sock)
         self.count_changed()
-        if self.shares is not None and self.shares.over_share(self.held()):
+        if self.shares is not None and self.shares.over_share(self.held(), SLACK_FRACTION,
+                                                               SLACK_FROM_SHARE):
             self._pause(PAUSE_S)

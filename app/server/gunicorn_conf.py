@@ -75,6 +75,11 @@ def child_exit(server, worker):  # type: ignore[no-untyped-def]
     from app.observe.metrics import worker_exited
 
     worker_exited(worker.pid)
+    # A worker killed or exited without leaving its slot: its connections per address
+    # (tsd.core.connections.per_ip_limit) must not count against the server any more.
+    shares = getattr(server.worker_class, "shares", None)
+    if shares is not None:
+        shares.forget(worker.pid)
 
 
 def on_exit(server):  # type: ignore[no-untyped-def]

@@ -30,7 +30,7 @@ class ServerLimits:
     telnet_port: int = 0  # a line-protocol-only port; 0 = none
     max_buffered_bytes: int = 256 << 20  # request bodies held at once per worker
     first_byte_timeout_s: float = 5.0  # a new connection's first byte, whatever the protocol
-    per_ip_limit: int = 0  # connections per worker from one address; 0 = none
+    per_ip_limit: int = 0  # connections from one address, all workers together; 0 = none
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> ServerLimits:

@@ -18,17 +18,17 @@ import socket
 import sys
 import threading
 import time
-from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from gunicorn.workers.base import Worker
 
-from app.server.accept import Acceptor, ConnectionShares
+from app.server.accept import Acceptor
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.shares import ConnectionShares
 from app.server.split_helper import prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
@@ -50,6 +50,7 @@ class Conn:
         self.server = _address(writer.get_extra_info("sockname"))
         self.idle = False  # waiting for a client's next request or line: safe to close
         self.active = False  # has sent its first byte (counts against the connection limit)
+        self.crowded = False  # over the server's connections from its address
         self.task: asyncio.Task[Any] | None = asyncio.current_task()
 
 
@@ -93,7 +94,6 @@ class TsdWorker(Worker):
         self.conns: set[Conn] = set()
         self.sockets_held = 0  # accepted, including those not yet a Conn
         self.active = 0  # connections that have sent a first byte
-        self.per_ip: Counter[str] = Counter()  # connections held per client address
         self.tasks: set[asyncio.Task[None]] = set()
         self.budget = BodyBudget(self.limits.max_buffered_bytes)
         self.waiting = 0  # HTTP requests handed to the pools and not answered yet
@@ -110,6 +110,9 @@ class TsdWorker(Worker):
         loop.add_signal_handler(signal.SIGQUIT, self._stop, False)
         loop.add_signal_handler(signal.SIGINT, self._stop, False)
         shares = self.shares if self.shares is not None and self.shares.join() else None
+        # Connections per client address, over every worker of the server when they share
+        # memory (app/server/shares.py), else this worker's alone.
+        self.addresses = shares or ConnectionShares.private()
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
@@ -119,6 +122,7 @@ class TsdWorker(Worker):
         self.closing = True
         self.acceptor.close()  # stop accepting; the other workers keep the shared socket
         await self._drain()
+        self.addresses.leave()  # its connections are closed: the slot and its counts go
         heartbeat.cancel()
         # Back to gunicorn's handlers before the loop closes its wake-up pipe: a second
         # SIGTERM from the arbiter while the process exits must neither kill it (the default
@@ -181,6 +185,10 @@ class TsdWorker(Worker):
     async def _connection(self, sock: socket.socket) -> None:
         """Streams over an accepted socket (what ``asyncio.start_server`` would make)."""
         loop = asyncio.get_running_loop()
+        address = _peer_host(sock)
+        limit = self.limits.per_ip_limit
+        # Counted from accept to close, whatever ends it (the finally below).
+        crowded = limit > 0 and self.addresses.hold_address(address) > limit
         try:
             reader = asyncio.StreamReader(limit=READ_BLOCK_BYTES, loop=loop)
             protocol = asyncio.StreamReaderProtocol(reader, loop=loop)
@@ -189,15 +197,19 @@ class TsdWorker(Worker):
             except OSError:
                 sock.close()  # reset before we got to it
                 return
-            await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop))
+            await self._accept(reader, asyncio.StreamWriter(transport, protocol, reader, loop),
+                               crowded)
         finally:
+            if limit > 0:
+                self.addresses.release_address(address)
             self.sockets_held -= 1
             self.acceptor.count_changed()
 
-    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      crowded: bool) -> None:
         conn = Conn(reader, writer)
+        conn.crowded = crowded
         self.conns.add(conn)
-        self.per_ip[conn.peer[0]] += 1
         try:
             await self._serve(conn)
         except asyncio.CancelledError:
@@ -208,16 +220,13 @@ class TsdWorker(Worker):
             self.log.exception("Connection from %s failed", conn.peer[0])
         finally:
             self.conns.discard(conn)
-            self.per_ip[conn.peer[0]] -= 1
-            if not self.per_ip[conn.peer[0]]:
-                del self.per_ip[conn.peer[0]]
             if conn.active:
                 self.active -= 1
             writer.close()
 
     async def _serve(self, conn: Conn) -> None:
         limits = self.limits
-        crowded = 0 < limits.per_ip_limit < self.per_ip[conn.peer[0]]
+        crowded = conn.crowded
         # Crowded, wait only briefly for the first bytes (to answer in the right protocol).
         # A connection that sends nothing within the first-byte timeout is closed: silent
         # sockets cost a coroutine for seconds, and never count against the connection limit.
@@ -305,6 +314,15 @@ class TsdWorker(Worker):
             request.target[:1024].decode("latin-1"), request.http_version, status, size,
             duration_s * 1000, headers.get(b"referer", b"-")[:256].decode("latin-1"),
             headers.get(b"user-agent", b"-")[:256].decode("latin-1"))
+
+
+def _peer_host(sock: socket.socket) -> str:
+    """The client's address, as ``Conn.peer`` will say it ("" for a Unix socket or a client
+    already gone)."""
+    try:
+        return _address(sock.getpeername())[0]
+    except OSError:
+        return ""
 
 
 def _listener(sock: Any) -> socket.socket:
