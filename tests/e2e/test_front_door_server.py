@@ -9,6 +9,7 @@ import time
 from collections.abc import Iterator
 
 import pytest
+import requests
 
 from tests.e2e.tsd_process import (
     TsdProcess,
@@ -24,6 +25,9 @@ SETTINGS = {
     "tsd.http.request.body_timeout_s": 30,
     "tsd.http.request.max_body_bytes": 100_000,
     "tsd.core.connections.per_ip_limit": 40,
+    "tsd.http.request.enable_cors": "true",
+    "tsd.http.request.cors_domains": "http://grafana.example:3000",
+    "tsd.core.auto_create_metrics": "true",
 }
 
 
@@ -93,6 +97,18 @@ def test_connections_per_address_are_capped(tsd: TsdProcess) -> None:
     finally:
         for sock in held:
             sock.close()
+
+
+def test_a_same_origin_write_passes_the_cors_list(tsd: TsdProcess) -> None:
+    # What a browser on the UI sends: Origin is the server's own, as the Host header says.
+    point = {"metric": "door.m", "timestamp": 1_700_000_000, "value": 1, "tags": {"host": "a"}}
+    own = requests.post(tsd.url + "/api/put", json=point, headers={"Origin": tsd.url},
+                        timeout=10)
+    assert own.status_code == 204, own.text
+    foreign = requests.post(tsd.url + "/api/put", json=point,
+                            headers={"Origin": "http://evil.example"}, timeout=10)
+    assert foreign.status_code == 403
+    assert foreign.json()["error"]["message"] == "CORS domain not allowed"
 
 
 def test_two_thousand_silent_sockets_do_not_keep_a_new_client_out(

@@ -64,6 +64,8 @@ def test_api_stats_totals_are_the_servers_whichever_worker_answers(
 
 
 def test_metrics_parse_and_sum_across_workers(after_writes: TsdProcess) -> None:
+    by_worker = stat(fresh_get(after_writes, "/api/stats").json(), "tsd.worker.datapoints.added")
+    assert len(by_worker) == 2 and all(by_worker)  # the 640 points went to both workers
     response = fresh_get(after_writes, "/metrics")
     assert response.status_code == 200
     assert response.headers["Content-Type"].startswith("text/plain")

@@ -176,3 +176,27 @@ def test_query_last_takes_a_lane_too(config_client: Callable[..., FlaskClient]) 
         expensive.leave()
     assert cheap.status_code == 200
     assert refused.status_code == 503 and refused.headers["Retry-After"] == "1"
+
+
+def test_queue_and_deadline_refusals_are_logged_with_their_dashboard(
+        config_client: Callable[..., FlaskClient], caplog: pytest.LogCaptureFixture) -> None:
+    # The limit (413) is above; the two other refusals of a query: its lane's queue, its deadline.
+    client = config_client(**{"tsd.query.expensive_points": 10_000,
+                              "tsd.query.max_queue_ms": 50, "tsd.query.timeout": 1})
+    write(client, hours=24)
+    caplog.set_level(logging.WARNING, logger="app.query.log")
+    expensive = admission_for(client.application.extensions["tsdb"]).lanes["expensive"]
+    assert expensive.enter(0)
+    try:
+        queued = client.get(f"/api/query?start={T0}&end={T0 + 30 * 86400}&m=sum:att.m{{host=*}}",
+                            headers=GRAFANA)
+    finally:
+        expensive.leave()
+    late = client.get(f"/api/query?start={T0}&end={T0 + 86400}&m=sum:rate:att.m"
+                      "&m=max:1m-avg:att.m{host=*}", headers=GRAFANA)
+    assert (queued.status_code, late.status_code) == (503, 408)
+    refused = [r.getMessage() for r in caplog.records if r.name == "app.query.log"]
+    assert [line.split(":")[0] for line in refused] == [
+        "Query refused (queue, 503)", "Query refused (timeout, 408)"]
+    assert all("dashboard abc123 panel 4 org 1 user alice" in line and "att.m" in line
+               for line in refused)

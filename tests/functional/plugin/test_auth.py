@@ -217,3 +217,25 @@ def test_line_protocol_needs_auth_first(auth_client: Callable[..., FlaskClient],
 def test_line_protocol_without_auth_is_unchanged(client: FlaskClient) -> None:
     assert send(telnet(client), f"put sys.cpu {NOW_S} 1 host=a", "dropcaches") == (
         "Caches dropped.\n")
+
+
+def test_basic_auth_refuses_an_unknown_user_as_slowly_as_a_wrong_password(
+        auth_client: Callable[..., FlaskClient], credentials: Credentials) -> None:
+    """Issue 25: over HTTP, the refusal's time must not tell which user names exist."""
+    import time
+
+    client = auth_client()
+
+    def median_s(headers: dict[str, str]) -> float:
+        spent = []
+        for _ in range(5):
+            started = time.perf_counter()
+            assert client.get("/api/version", headers=headers).status_code == 401
+            spent.append(time.perf_counter() - started)
+        return sorted(spent)[2]
+
+    wrong_password = median_s(credentials.basic("read-user", "wrong"))
+    unknown_user = median_s(credentials.basic("mallory", "wrong"))
+    # A wrong password costs an scrypt (tens of ms); an unknown user used to cost a dict miss.
+    assert wrong_password > 0.005
+    assert unknown_user > wrong_password / 3, (unknown_user, wrong_password)
