@@ -31,6 +31,7 @@ from app.engine.staged import StagedPart
 from app.query.limits import NO_DEADLINE, Deadline
 from app.tsdb import TSDB, split
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import split_choice
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 
 # Reads in this process split with its helpers.
-split.use_helpers(helper_for)
+split_choice.use_helpers(helper_for)
 
 
 if __name__ == "__main__":
