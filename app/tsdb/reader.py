@@ -2,8 +2,8 @@
 
 ``SeriesReader.read`` makes the sub-query's plan once (``app.tsdb.read.plan``: hours, buckets,
 UIDs and keys, fused or not, cache policy, rollup, split), then reads what the plan chose:
-rollup tables where they answer exactly (``app.tsdb.planner``), else the raw rows, split by
-hours with the helper process when the plan says so (``app.tsdb.split``), from the closed
+rollup tables where they answer exactly (``app.tsdb.read.rollup_read``), else the raw rows, split by
+hours with the helper process when the plan says so (``app.tsdb.read.split``), from the closed
 ranges, the hour cache and storage (``app.tsdb.read.series``). ARCHITECTURE.md draws the path.
 """
 
@@ -11,11 +11,11 @@ from __future__ import annotations
 
 from app.engine.model import Series
 from app.query.ast import SubQuery
-from app.tsdb.planner import read_planned
 from app.tsdb.read.plan import plan_read
+from app.tsdb.read.rollup_read import read_planned
 from app.tsdb.read.rows import CHECK_EVERY_ROWS, ReadStats, RowReader, StoredRow
 from app.tsdb.read.series import read_rows
-from app.tsdb.split import read_split
+from app.tsdb.read.split import read_split
 
 __all__ = ["CHECK_EVERY_ROWS", "ReadStats", "SeriesReader", "StoredRow"]
 

@@ -1,4 +1,4 @@
-"""One query over two processes (``app.tsdb.split``): on both backends, with the hour cache
+"""One query over two processes (``app.tsdb.read.split``): on both backends, with the hour cache
 off, cold and warm, a downsampled query whose later hours a real helper process reads answers
 exactly (to the byte of the JSON, counts included) what one process answers; a helper that
 dies, refuses or is busy changes nothing but the time."""

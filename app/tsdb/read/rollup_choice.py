@@ -1,5 +1,5 @@
 """Which rollup table answers a sub-query, decided once for its plan (``plan``); reading it is
-``app.tsdb.planner``'s.
+``app.tsdb.read.rollup_read``'s.
 
 2.4's ``TsdbQuery#transformDownSamplerToRollupQuery``: with rollups enabled, a downsample
 whose interval is a multiple of a rollup interval reads the coarsest such rollup table

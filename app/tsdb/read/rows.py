@@ -98,7 +98,7 @@ class RowReader:
         self.read_plan = plan  # what is being read: see ``plan``
         # Set when this read goes through the hour cache: what it keeps of the rows it reads.
         self.keeper: Keeper | None = None
-        # (rows, stored bytes) of each series read, when recorded (closed_range fills one).
+        # (rows, stored bytes) of each series read, when recorded (closed_ranges fills one).
         self.kept_counts: list[tuple[int, int]] | None = None
 
     @property
@@ -112,7 +112,7 @@ class RowReader:
 
     def inner(self) -> RowReader:
         """A reader like this one (same class, table, limits, deadline) with stats of its
-        own, reading row by row and recording each series' counts (``closed_range``)."""
+        own, reading row by row and recording each series' counts (``closed_ranges``)."""
         inner = copy.copy(self)
         inner.stats = ReadStats()
         inner.matched_rows = []

@@ -1,7 +1,7 @@
 """What each query shape read the last time it ran in this process: raw points per hour
 (same table, metric, filters). The plan sizes a read by it before reading (``plan``: a part
 too large for the hour cache is not kept there), and the split decides by it whether the
-helper process reads half (``app.tsdb.split``)."""
+helper process reads half (``app.tsdb.read.split``)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """The raw rows of a sub-query's plan from their sources, merged by time per series: the
-closed rows through a range entry of the hour cache (``app.tsdb.closed_range``), the later
+closed rows through a range entry of the hour cache (``app.tsdb.read.closed_ranges``), the later
 rows from the row source (``rows``: storage scan and hour cache), decoded whole or fused with
 the downsample (``fused``)."""
 
@@ -7,8 +7,9 @@ from __future__ import annotations
 
 from app.engine.downsample import Window
 from app.engine.model import Series
-from app.tsdb import closed_range, hour_cache
+from app.tsdb import hour_cache
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import closed_ranges
 from app.tsdb.read.fused import read_fused
 from app.tsdb.read.merge import merged
 from app.tsdb.read.rows import RowReader
@@ -18,7 +19,7 @@ def read_rows(reader: RowReader, first_s: int, last_s: int,
               fuse: Window | None = None) -> list[Series]:
     """The series of the reader's plan from the rows with base times in ``[first_s, last_s]``:
     the closed rows through a range entry of the hour cache when the plan allows it and the
-    store can stamp a whole range (``closed_range``), the others (and all of them otherwise)
+    store can stamp a whole range (``closed_ranges``), the others (and all of them otherwise)
     row by row.
 
     ``fuse``: the downsampling window when the read may downsample as it decodes
@@ -26,11 +27,11 @@ def read_rows(reader: RowReader, first_s: int, last_s: int,
     (the cache keeps raw points): then the series come as ``StagedSeries``."""
     plan = reader.plan
     cache = cache_for(reader.tsdb) if plan.cache.ranges else None
-    closed_s = None if cache is None else closed_range.closed_last_s(
+    closed_s = None if cache is None else closed_ranges.closed_last_s(
         first_s, last_s, reader.row_span_s, hour_cache.clock_ms())
     if cache is not None and closed_s is not None:
         series_before = reader.stats.series
-        closed = closed_range.read_closed(reader, cache, first_s, closed_s)
+        closed = closed_ranges.read_closed(reader, cache, first_s, closed_s)
         if closed is not None:
             if closed_s == last_s:
                 return closed

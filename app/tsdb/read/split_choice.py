@@ -1,5 +1,5 @@
 """Whether a fused read is split with the worker's helper process, decided in its plan
-(``plan``); reading the halves and joining them is ``app.tsdb.split``'s, the helper process
+(``plan``); reading the halves and joining them is ``app.tsdb.read.split``'s, the helper process
 the serving layer's (``app.server.split_helper``, registered here by :func:`use_helpers`).
 
 A read is split only when it is worth it and will run faster: its hours are two or more

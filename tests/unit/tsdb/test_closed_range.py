@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from app.engine.model import Series
-from app.tsdb.closed_range import closed_last_s
-from app.tsdb.read.merge import merged
 from app.tsdb.hour_cache import SETTLED_MS
+from app.tsdb.read.closed_ranges import closed_last_s
+from app.tsdb.read.merge import merged
 
 HOUR_S = 3600
 DAY_S = 86400

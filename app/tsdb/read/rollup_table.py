@@ -20,12 +20,13 @@ from app.engine.model import Series
 from app.storage import codec
 from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
-from app.tsdb import closed_range, hour_cache, rollup_ranges
+from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
+from app.tsdb.read import closed_ranges, rollup_ranges
 from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
 from app.tsdb.read.rows import RowReader, StoredRow
 from app.tsdb.rollup_config import RollupInterval
-from app.tsdb.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
 
 # A (series, bucket) key: the series' index above these bits, the bucket's below.
 BUCKET_BITS = 32
@@ -75,7 +76,7 @@ class RollupReader(RowReader):
         closed_s = None
         if source.cache is not None and (able(source.table, RANGE_NEWEST) is not None
                                          or able(source.table, SCAN_STAMPS_PACKED) is not None):
-            closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
+            closed_s = closed_ranges.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
         closed = ([] if closed_s is None
                   else self.key_ranges(metric_uid, first_s, closed_s, narrow))

@@ -14,10 +14,10 @@ import numpy as np
 from app.engine.model import Series
 from app.tsdb.read.merge import merged, trimmed
 from app.tsdb.read.rollup_choice import EXACT, HOUR_S, RollupChoice
+from app.tsdb.read.rollup_table import PreAggregateReader, RollupReader
 from app.tsdb.read.rows import RowReader
 from app.tsdb.read.series import read_rows
 from app.tsdb.rollup_config import RollupInterval
-from app.tsdb.rollup_reader import PreAggregateReader, RollupReader
 
 
 def read_planned(reader: RowReader, choice: RollupChoice) -> list[Series] | None:
