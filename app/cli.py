@@ -416,7 +416,7 @@ def compact(now_s: int | None) -> None:
 @click.option("--metric", "metrics", multiple=True, help="Only this metric (repeatable).")
 def rollup(start_s: int, end_s: int | None, metrics: tuple[str, ...]) -> None:
     """Compute OpenTSDB rollups (sum, count, min, max) from raw data over [start, end)."""
-    from app.tsdb.planner import rollup_horizon_ms
+    from app.tsdb.read.rollup_choice import rollup_horizon_ms
     from app.tsdb.rollups import compute_rollups
 
     tsdb = open_tsdb()

@@ -33,7 +33,7 @@ from common import ROOT, free_port, gunicorn_server
 from app.config import env_name, load_config
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB
-from app.tsdb.closed_range import RANGE_SETTLED_MS
+from app.tsdb.read.closed_ranges import RANGE_SETTLED_MS
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter

@@ -26,8 +26,8 @@ from app.config import load_config
 from app.server.split_helper import Helper, helper_for
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB
-from app.tsdb.closed_range import RANGE_SETTLED_MS
 from app.tsdb.hour_cache import SETTLED_MS, cache_for
+from app.tsdb.read.closed_ranges import RANGE_SETTLED_MS
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
 

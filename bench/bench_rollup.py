@@ -27,7 +27,7 @@ from common import temp_storage_url
 from app.config import load_config
 from app.storage.codec_bulk import encode_series
 from app.tsdb import TSDB, hour_cache
-from app.tsdb.closed_range import RANGE_SETTLED_MS
+from app.tsdb.read.closed_ranges import RANGE_SETTLED_MS
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter

@@ -168,7 +168,7 @@ def _per_series_stage(sub: SubQuery, series: Sequence[Series], window: Window,
 
 def stage_raw(sub: SubQuery, series: Sequence[Series], window: Window,
               deadline: Deadline = NO_DEADLINE) -> StagedPart:
-    """Part of a query's hours (``app.tsdb.split``) in the form a fused read gives: every
+    """Part of a query's hours (``app.tsdb.read.split``) in the form a fused read gives: every
     series downsampled with fill policy ``none``, no rate, its raw points in the scan window
     counted; series the read downsampled already pass as they are."""
     assert sub.downsample is not None

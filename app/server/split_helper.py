@@ -1,6 +1,6 @@
-"""The split helper process of a worker (``app.tsdb.split`` decides when a query is split and
+"""The split helper process of a worker (``app.tsdb.read.split`` decides when a query is split and
 joins the parts): started on first use or at boot, one query at a time, answering over a pipe
-the buckets of the hours it read (``app.tsdb.split.read_half``), through memory both processes
+the buckets of the hours it read (``app.tsdb.read.split.read_half``), through memory both processes
 map when they fit. When it fails, is stopped, or answers with an error (a limit, the
 deadline), the worker reads that half itself; a helper that died is started again at most
 every ``RESTART_AFTER_S``. Run as ``python -m app.server.split_helper`` (by :class:`Helper`).
@@ -29,8 +29,9 @@ from app.config import load_config
 from app.engine.flat import FlatSeries, constant
 from app.engine.staged import StagedPart
 from app.query.limits import NO_DEADLINE, Deadline
-from app.tsdb import TSDB, split
+from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import split, split_choice
 
 log = logging.getLogger(__name__)
 
@@ -337,7 +338,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
 
 
 # Reads in this process split with its helpers.
-split.use_helpers(helper_for)
+split_choice.use_helpers(helper_for)
 
 
 if __name__ == "__main__":

@@ -62,8 +62,8 @@ def _run_sub(tsdb: TSDB, query: Query, sub: SubQuery, outcome: QueryOutcome,
         return _run_histogram_sub(tsdb, query, sub, outcome, budget)
     started = time.perf_counter()
     reader = SeriesReader(tsdb, budget.limits, budget)
-    reader.use_cache = not query.delete  # deleting needs the stored cells
-    series = reader.read(sub, query.start_ms, query.end_ms)
+    # Deleting needs the stored cells of what it matched.
+    series = reader.read(sub, query.start_ms, query.end_ms, keeps_cells=query.delete)
     if query.delete:  # the API checked tsd.query.allow_delete and the caller's role
         from app.tsdb.delete import delete_points
 

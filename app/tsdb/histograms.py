@@ -21,7 +21,6 @@ from app.engine.histogram import HistogramSeries, run_histogram_subquery
 from app.engine.model import GroupResult
 from app.errors import BadRequestError, StorageError, TsdbError
 from app.query.ast import SubQuery
-from app.query.filters import build_filter
 from app.storage.codec_histogram import (
     Bounds,
     HistogramCodecError,
@@ -44,7 +43,7 @@ from app.tsdb.points import (
     point_tags,
 )
 from app.tsdb.read.decode import DATA_PREFIX
-from app.tsdb.read.keys import scan_hours_s
+from app.tsdb.read.plan import plan_read
 from app.tsdb.read.rows import RowReader
 from app.tsdb.writer import PointWriter
 
@@ -288,17 +287,13 @@ def _cell(writer: PointWriter, point: HistogramPoint,
 class HistogramReader(RowReader):
     """Reads only the histogram cells of a sub-query's series (``TsdbQuery#findHistogramSpans``)."""
 
-    # It reads stored cells: the hour cache holds decoded numeric points only.
-    cacheable = False
-
     def read_histograms(self, sub: SubQuery, start_ms: int, end_ms: int
                         ) -> list[HistogramSeries]:
-        self.sub = sub
         codecs: HistogramCodecs = self.tsdb.histogram_codecs
-        first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
-        filters = [build_filter(f) for f in sub.filters]
-        kept = self.matching(self.row_groups(sub, filters, first_s, last_s), filters,
-                              sub.explicit_tags)
+        # Stored cells (the hour cache holds decoded numeric points only), raw rows.
+        plan = self.read_plan = plan_read(self.tsdb, sub, start_ms, end_ms, keeps_cells=True,
+                                          rollups=False)
+        kept = self.matching(self.row_groups(plan.first_s, plan.last_s))
         out = []
         for group, tags in kept:
             by_time: dict[int, SimpleHistogram] = {}

@@ -154,7 +154,7 @@ def progress(tsdb: TSDB, now_s: float) -> list[tuple[str, int, dict[str, str]]]:
     """``/api/stats`` points of the background pass, from the lease in storage (so every
     worker of every node answers the same): how far it rolled, its lag behind the horizon,
     and the backfill's cursor and the hours it has left."""
-    from app.tsdb.planner import rollup_horizon_ms
+    from app.tsdb.read.rollup_choice import rollup_horizon_ms
 
     _, state = RollupLease(tsdb, 0).current()
     if state is None or state.done_until_s is None:

@@ -297,10 +297,11 @@ def _roll_metric(tsdb: TSDB, interval: RollupInterval, metric: str, span_s: tupl
     for chunk_start in range(first, last, chunk_s):
         chunk_end = min(chunk_start + chunk_s, last)
         reader = SeriesReader(tsdb)
-        reader.use_cache = False  # a backfill reads each hour once: do not churn the cache
         sub = SubQuery(aggregator="none", metric=metric)
         written: dict[bytes, dict[bytes, bytes]] = {}
-        for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1):
+        # A backfill reads each hour once: it does not churn the hour cache.
+        for series in reader.read(sub, chunk_start * 1000, chunk_end * 1000 - 1,
+                                  keeps_cells=True):
             keep = (series.ts_ms >= chunk_start * 1000) & (series.ts_ms < chunk_end * 1000)
             series.ts_ms, series.values = series.ts_ms[keep], series.values[keep]
             series.is_int = series.is_int[keep]
@@ -387,7 +388,7 @@ class RollupPass:
 
     def run_once(self, now_s: float | None = None) -> RollupStats:
         from app.tsdb import rollup_backfill as backfill
-        from app.tsdb.planner import rollup_horizon_ms
+        from app.tsdb.read.rollup_choice import rollup_horizon_ms
 
         now = time.time() if now_s is None else now_s
         started = time.monotonic()

@@ -19,6 +19,7 @@ from app.query.ast import Downsample, SubQuery
 from app.tsdb import TSDB
 from app.tsdb.read import fused as fused_read
 from app.tsdb.read import plan as plan_module
+from app.tsdb.read.plan import plan_read
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, drop_tables, make_tsdb
@@ -176,10 +177,10 @@ def test_a_limit_error_closes_the_scan(store: TSDB, monkeypatch: pytest.MonkeyPa
     from app.engine.downsample import Window
     from app.query.limits import QueryLimits
 
-    reader = SeriesReader(store, QueryLimits(data_points=10))
-    reader.sub = SubQuery("sum", metric="fuse.m",
-                          downsample=Downsample("1m-avg", 60_000, 1, "m", "avg"))
+    sub = SubQuery("sum", metric="fuse.m", downsample=Downsample("1m-avg", 60_000, 1, "m", "avg"))
+    reader = SeriesReader(store, QueryLimits(data_points=10),
+                          plan=plan_read(store, sub, BASE_S * 1000, END_S * 1000))
     with pytest.raises(QueryLimitError):
-        fused_read.read_fused(reader, rows(), [],
+        fused_read.read_fused(reader, rows(),
                               Window(BASE_S * 1000, END_S * 1000, BASE_S * 1000, END_S * 1000))
     assert closed == [True]

@@ -16,9 +16,10 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import create_app
-from app.tsdb import TSDB, closed_range
+from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
+from app.tsdb.read import closed_ranges
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb, write_from_another_process
 
@@ -32,8 +33,8 @@ CLOSED = f"start={BASE_S}&end={BASE_S + HOURS * HOUR_S - 1}"
 
 @pytest.fixture
 def loaded(tsdb: TSDB, settled: None) -> Iterator[FlaskClient]:
-    closed_range._ASKED.clear()  # HBase stamps a range from its second read: start afresh
-    closed_range._DROPPING.clear()
+    closed_ranges._ASKED.clear()  # HBase stamps a range from its second read: start afresh
+    closed_ranges._DROPPING.clear()
     for host, points in POINTS.items():
         write(tsdb, points, host)
     yield app_over(tsdb).test_client()

@@ -15,8 +15,9 @@ import pytest
 from flask.testing import FlaskClient
 
 from app.storage.codec_rollup import rollup_cell
-from app.tsdb import TSDB, closed_range
+from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import closed_ranges
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over
@@ -40,7 +41,7 @@ def rollup_tsdb(tsd_config: dict[str, Any], request: pytest.FixtureRequest) -> T
 @pytest.fixture(autouse=True)
 def afresh() -> None:
     """HBase stamps a range from its second read by the process: no read before a test's."""
-    closed_range._ASKED.clear()
+    closed_ranges._ASKED.clear()
 
 
 def _query(client: FlaskClient, m: str) -> Any:

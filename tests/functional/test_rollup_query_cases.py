@@ -21,7 +21,7 @@ from flask.testing import FlaskClient
 
 from app import create_app
 from app.tsdb import TSDB
-from app.tsdb.planner import rollup_horizon_ms
+from app.tsdb.read.rollup_choice import rollup_horizon_ms
 from app.tsdb.rollups import compute_rollups
 from tests.functional.test_query_cases import (
     _points,

@@ -1,4 +1,4 @@
-"""One query over two processes (``app.tsdb.split``): on both backends, with the hour cache
+"""One query over two processes (``app.tsdb.read.split``): on both backends, with the hour cache
 off, cold and warm, a downsampled query whose later hours a real helper process reads answers
 exactly (to the byte of the JSON, counts included) what one process answers; a helper that
 dies, refuses or is busy changes nothing but the time."""
@@ -19,7 +19,8 @@ from flask.testing import FlaskClient
 from app.engine.staged import StagedSeries
 from app.query.ast import Downsample, SubQuery
 from app.server import split_helper
-from app.tsdb import TSDB, hour_cache, split
+from app.tsdb import TSDB, hour_cache
+from app.tsdb.read import seen, split_choice
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, drop_tables, make_tsdb
@@ -53,7 +54,7 @@ def store(tsd_config: dict[str, Any], cache_mode: str, request: pytest.FixtureRe
 @pytest.fixture
 def helper(store: TSDB, cache_mode: str, monkeypatch: pytest.MonkeyPatch) -> split_helper.Helper:
     """The store's helper, up; a core counted idle (the machine's load is not the test's)."""
-    monkeypatch.setattr(split, "core_idle", lambda: True)
+    monkeypatch.setattr(split_choice, "core_idle", lambda: True)
     if cache_mode == "warm":  # this process's rows and ranges settled: its half kept
         later_ms = hour_cache.clock_ms() + 60_000
         monkeypatch.setattr(hour_cache, "clock_ms", lambda: later_ms)
@@ -76,7 +77,7 @@ def _split_store(tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
     tsdb = make_tsdb({**tsd_config, **settings})
     try:
         assert not any(PointWriter(tsdb).write(points))
-        monkeypatch.setattr(split, "core_idle", lambda: True)
+        monkeypatch.setattr(split_choice, "core_idle", lambda: True)
         helper = split_helper.helper_for(tsdb)
         helper.prepare()
         _wait_up(helper)
@@ -89,7 +90,7 @@ def _split_store(tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
 def _one_process(client: FlaskClient, m: str, monkeypatch: pytest.MonkeyPatch,
                  start_s: int = START_S, stop_s: int = STOP_S) -> Any:
     with monkeypatch.context() as patch:
-        patch.setattr(split, "core_idle", lambda: False)
+        patch.setattr(split_choice, "core_idle", lambda: False)
         return _answer(client, m, start_s, stop_s)
 
 
@@ -121,7 +122,7 @@ def test_a_query_the_last_run_found_small_is_not_split(
         tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     settings = {"tsd.query.split.min_points": 10_000}
     with _split_store(tsd_config, monkeypatch, _points(), **settings) as (helper, client):
-        split._SEEN.clear()
+        seen.forget()
         _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)  # never seen: not split
         assert helper.parts_read == 0
         # ~1,650 points an hour: 4 hours fall short of 10,000, a 12-hour scan does not
@@ -219,7 +220,7 @@ def test_a_forked_process_does_not_share_its_parents_helper(store: TSDB,
                                                             helper: split_helper.Helper) -> None:
     pid = os.fork()
     if pid == 0:  # the child: its helper is the parent's, not to be claimed nor stopped
-        split.RESTART_AFTER_S = float("inf")  # nor one of its own started
+        split_helper.RESTART_AFTER_S = float("inf")  # nor one of its own started
         ok = not helper.claim()
         helper.stop()
         os._exit(0 if ok else 1)
@@ -240,11 +241,11 @@ def test_a_query_too_large_for_the_cache_is_read_a_chunk_at_a_time(
         later_ms = hour_cache.clock_ms() + 60_000  # the rows just written settled
         monkeypatch.setattr(hour_cache, "clock_ms", lambda: later_ms)
         m, spec = "sum:1m-avg:fuse.m", Downsample("1m-avg", 60_000, 1, "m", "avg")
-        split._SEEN.clear()
+        seen.forget()
         whole = _one_process(client, m, monkeypatch)  # never seen: read through the cache
         cache.clear()
         with monkeypatch.context() as patch:
-            patch.setattr(split, "core_idle", lambda: False)
+            patch.setattr(split_choice, "core_idle", lambda: False)
             reader = SeriesReader(tsdb)
             series = reader.read(SubQuery("sum", metric="fuse.m", downsample=spec),
                                  START_S * 1000, STOP_S * 1000)

@@ -25,7 +25,7 @@ from app.engine.downsample import Window
 from app.engine.flat import FlatSeries, constant, ranges_to_index
 from app.engine.model import Series
 from app.engine.staged import in_one_buffer, stage_chunk
-from app.query.filters import TagFilter, series_matches
+from app.query.filters import series_matches
 from app.storage.base import Row
 from app.tsdb.read.decode import concatenated, decode_pass, row_annotations
 from app.tsdb.read.keys import series_order
@@ -61,10 +61,11 @@ class _Piece:
 
 
 def read_fused(reader: RowReader, rows: Iterator[tuple[bytes, StoredRow]],
-               filters: Sequence[TagFilter], window: Window) -> list[Series]:
-    """The series of the reader's sub-query from ``rows`` (stored rows, each series' rows in
+               window: Window) -> list[Series]:
+    """The series of the reader's plan from ``rows`` (stored rows, each series' rows in
     time order), downsampled chunk by chunk; in row-key order."""
-    sub, stats, layout = reader.sub, reader.stats, reader.layout
+    plan, stats, layout = reader.plan, reader.stats, reader.layout
+    sub = plan.sub
     by_series: dict[bytes, _Fused | None] = {}
     series: list[_Fused] = []
     pieces: list[_Piece] = []
@@ -85,7 +86,7 @@ def read_fused(reader: RowReader, rows: Iterator[tuple[bytes, StoredRow]],
             if fused is None:
                 if order in by_series:
                     continue  # a series the filters dropped
-                fused = by_series[order] = _matched(reader, key, order, filters, len(series))
+                fused = by_series[order] = _matched(reader, key, order, len(series))
                 if fused is None:
                     continue
                 series.append(fused)
@@ -105,17 +106,17 @@ def read_fused(reader: RowReader, rows: Iterator[tuple[bytes, StoredRow]],
     if chunk:
         pieces.append(_stage(reader, chunk, owners, window, len(series)))
     del chunk
-    reader.limits.check_emitted(sub, reader.buckets, len(series))
+    reader.limits.check_emitted(sub, plan.buckets, len(series))
     stats.series += len(series)
     return _assembled(reader, series, pieces)
 
 
-def _matched(reader: RowReader, key: bytes, order: bytes, filters: Sequence[TagFilter],
-             index: int) -> _Fused | None:
+def _matched(reader: RowReader, key: bytes, order: bytes, index: int) -> _Fused | None:
     """A series first seen, when its tag names pass the filters (``RowReader.matching``)."""
     tag_uids = reader.layout.parse_row_key(key).tags
     tags = reader.names(tag_uids)
-    if tags is None or not series_matches(tags, filters, reader.sub.explicit_tags):
+    plan = reader.plan
+    if tags is None or not series_matches(tags, plan.filters, plan.sub.explicit_tags):
         return None
     return _Fused(index, order, tuple(tag_uids), tags)
 
@@ -124,10 +125,11 @@ def _stage(reader: RowReader, chunk: Sequence[tuple[bytes, Row]], owners: Sequen
            window: Window, series_seen: int) -> _Piece:
     """Decode one chunk's rows, downsample them, count them; the limits and the deadline."""
     rows = _decoded_rows(reader, chunk)
-    sub, stats = reader.sub, reader.stats
+    plan, stats = reader.plan, reader.stats
+    sub = plan.sub
     stats.points += int(rows.ts_ms.size)
     reader.limits.check_read(sub, stats.points, stats.bytes)
-    reader.limits.check_emitted(sub, reader.buckets, series_seen)
+    reader.limits.check_emitted(sub, plan.buckets, series_seen)
     reader.deadline.check(sub.index)
     assert sub.downsample is not None
     buckets, raw_points = stage_chunk(sub.downsample, window, rows)
@@ -178,7 +180,7 @@ def _assembled(reader: RowReader, series: list[_Fused], pieces: list[_Piece]
     offsets = np.concatenate(([0], ends)).astype(np.int64)
     for start, end in zip(offsets[:-1].tolist(), offsets[1:].tolist()):
         _in_time_order(ts_ms[start:end], values[start:end])
-    spec = reader.sub.downsample
+    spec = reader.plan.sub.downsample
     assert spec is not None
     tsuid_at = reader.layout.salt_width
     names = [(s.row_order[tsuid_at:].hex().upper(), s.tags, s.notes, s.row_order,

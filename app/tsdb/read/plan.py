@@ -1,5 +1,14 @@
-"""A sub-query's read, decided once before any row is read: the hours to scan, the filled
-buckets the limits count, and whether the read may downsample as it decodes (``fuse``)."""
+"""A sub-query's read, decided once before any row is read, and frozen: every source of the
+read (storage scan, hour cache, closed ranges, rollup tables, the split helper's half) reads
+from the plan and decides nothing of it again.
+
+What it holds: the window and the hours to scan, the filled buckets the limits count, the tag
+filters (built once) and the rows in UIDs (``select``: unknown names are OpenTSDB's 400s here,
+before any read; exact keys or a scan, chosen by cost), whether the read may downsample as it
+decodes (``fuse``), what the hour cache may do (``CachePolicy``), which rollup table answers
+(``rollup_choice``) and whether the worker's helper process reads half of it
+(``split_choice``).
+"""
 
 from __future__ import annotations
 
@@ -9,13 +18,31 @@ from app.engine.downsample import Window
 from app.engine.execute import scan_bounds_ms
 from app.engine.staged import fusable
 from app.query.ast import SubQuery
+from app.query.filters import TagFilter, compile_filters
 from app.query.limits import filled_buckets
-from app.tsdb.read.keys import scan_hours_s
+from app.storage.base import SCAN_STAMPS, able
+from app.tsdb import TSDB
+from app.tsdb.hour_cache import cache_for
+from app.tsdb.read import rollup_choice, seen, split_choice
+from app.tsdb.read.keys import MAX_TIMESPAN_S, scan_hours_s
+from app.tsdb.read.rollup_choice import RollupChoice
+from app.tsdb.read.select import Selection, fetch_by_key, select
+
+
+@dataclass(frozen=True, slots=True)
+class CachePolicy:
+    """What the process's hour cache does for a read (docs/cache.md)."""
+
+    rows: bool  # closed rows come decoded from its row entries, and are kept there
+    ranges: bool  # closed hours come a key range at a time from its range entries
+
+
+NO_CACHE = CachePolicy(rows=False, ranges=False)
 
 
 @dataclass(frozen=True, slots=True)
 class ReadPlan:
-    """What one sub-query reads over ``[start_ms, end_ms]``."""
+    """What one sub-query reads over ``[start_ms, end_ms]``, and how."""
 
     sub: SubQuery
     start_ms: int
@@ -23,18 +50,60 @@ class ReadPlan:
     buckets: int  # filled buckets (the buckets x series limit)
     first_s: int  # base times of the first and last hour rows scanned
     last_s: int
+    filters: tuple[TagFilter, ...]
+    selection: Selection
+    cache: CachePolicy
     # The downsampling window when the read may downsample as it decodes (its buckets never
     # straddle an hour row, and every cell need not be kept: not a delete); else None.
-    fuse: Window | None
+    fuse: Window | None = None
+    rollup: RollupChoice | None = None
+    # A fused read of raw hour rows the worker's helper process reads the later half of
+    # (``split_choice``; when the helper is busy as the read starts, it is read whole).
+    split: bool = False
 
 
-def plan_read(sub: SubQuery, start_ms: int, end_ms: int, keeps_cells: bool) -> ReadPlan:
-    """The plan of ``sub`` over ``[start_ms, end_ms]``; ``keeps_cells``: the caller needs
-    every row's cells (a delete), so nothing is fused."""
+def plan_read(tsdb: TSDB, sub: SubQuery, start_ms: int, end_ms: int, *,
+              keeps_cells: bool = False, rollups: bool = True) -> ReadPlan:
+    """The plan of ``sub`` over ``[start_ms, end_ms]``.
+
+    ``keeps_cells``: the caller needs every row's stored cells (a delete, a histogram read)
+    or reads each hour once (a rollup backfill): no hour cache, nothing fused.
+    ``rollups``: whether rollup tables may answer (the split helper reads raw rows only).
+    """
     first_s, last_s = scan_hours_s(start_ms, end_ms, sub.downsample)
     fuse = None
     if not keeps_cells and fusable(sub.downsample):
         scan_start_ms, scan_end_ms = scan_bounds_ms(start_ms, end_ms, sub.downsample)
         fuse = Window(scan_start_ms, scan_end_ms, start_ms, end_ms)
+    filters = compile_filters(sub.filters)
+    selection = select(tsdb, sub, filters)  # UIDs first: their 400s before any read
+    if selection.series_count() and fetch_by_key(tsdb, selection, first_s, last_s):
+        selection = _by_key(selection)
+    rollup = rollup_choice.choose(tsdb, sub, start_ms, end_ms) if rollups else None
+    hours = (last_s - first_s) // MAX_TIMESPAN_S + 1
+    split = (rollup is None and fuse is not None and hours > 1 and not sub.tsuids
+             and bool(tsdb.config["tsd.query.split.enable"])
+             and split_choice.split_pays(tsdb, sub, hours))
     return ReadPlan(sub, start_ms, end_ms, filled_buckets(sub, start_ms, end_ms), first_s,
-                    last_s, fuse)
+                    last_s, filters, selection,
+                    _cache_policy(tsdb, sub, hours, keeps_cells,
+                                  fuse is not None and rollup is None, split),
+                    fuse, rollup, split)
+
+
+def _cache_policy(tsdb: TSDB, sub: SubQuery, hours: int, keeps_cells: bool, fused: bool,
+                  split: bool) -> CachePolicy:
+    """The hour cache takes part unless the read keeps cells, the store cannot stamp rows,
+    or (a fused read of raw rows) the part each process reads would not fit the cache
+    (``seen``)."""
+    if keeps_cells or cache_for(tsdb) is None \
+            or able(tsdb.data_table(), SCAN_STAMPS) is None:
+        return NO_CACHE
+    if fused and seen.too_large_to_keep(tsdb, sub, hours, 2 if split else 1):
+        return NO_CACHE
+    return CachePolicy(rows=True, ranges=True)
+
+
+def _by_key(selection: Selection) -> Selection:
+    return Selection(selection.metric_uid, selection.constraints, selection.tsuids,
+                     selection.exact, selection.named, by_key=True)

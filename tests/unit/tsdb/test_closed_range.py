@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from app.engine.model import Series
-from app.tsdb.closed_range import closed_last_s, joined
 from app.tsdb.hour_cache import SETTLED_MS
+from app.tsdb.read.closed_ranges import closed_last_s
+from app.tsdb.read.merge import merged
 
 HOUR_S = 3600
 DAY_S = 86400
@@ -47,7 +48,7 @@ def test_later_rows_join_each_series_in_key_order() -> None:
               series(b"c", [1], [0.5], [False])]
     later = [series(b"b", [7], [9.0], [True]),
              series(b"a", [5], [2.0**60], [True], longs=[2**60 + 1])]
-    out = joined(closed, later)
+    out = merged([closed, later])
     assert [s.row_order for s in out] == [b"a", b"b", b"c"]
     a = out[0]
     assert a.ts_ms.tolist() == [1000, 2000, 5000]
@@ -55,3 +56,17 @@ def test_later_rows_join_each_series_in_key_order() -> None:
     # the closed points' exact values are their own (integers below 2**53)
     assert a.long_values is not None and a.long_values.tolist() == [1, 2, 2**60 + 1]
     assert out[2] is closed[1]  # untouched: the kept arrays as they are
+
+
+def test_pieces_out_of_time_order_join_in_time_order_with_every_note() -> None:
+    # A rollup's buckets around a span it does not cover, read raw (the planner's pieces).
+    rolled = [series(b"a", [0, 60, 300], [1.0, 2.0, 5.0], [False] * 3)]
+    rolled[0].annotations = [{"startTime": 0}]
+    raw = [series(b"a", [120, 180, 240], [3.0, 3.5, 4.0], [True, True, True])]
+    raw[0].annotations = [{"startTime": 120}]
+    [a] = merged([rolled, raw])
+    assert a.ts_ms.tolist() == [0, 60_000, 120_000, 180_000, 240_000, 300_000]
+    assert a.values.tolist() == [1.0, 2.0, 3.0, 3.5, 4.0, 5.0]
+    assert a.is_int.tolist() == [False, False, True, True, True, False]
+    assert a.annotations == [{"startTime": 0}, {"startTime": 120}]
+    assert a.long_values is None

@@ -24,12 +24,10 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from app.engine.model import Series
-from app.query.ast import SubQuery
-from app.query.filters import TagFilter, merge_filters, series_matches
+from app.query.filters import series_matches
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
-from app.tsdb.read.keys import exact_tag_sets, narrowing
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -71,12 +69,13 @@ def closed_last_s(first_s: int, last_s: int, span_s: int, now_ms: int) -> int | 
     return last if last >= first_s else None
 
 
-def read_closed(reader: RowReader, cache: HourCache, sub: SubQuery,
-                filters: Sequence[TagFilter], first_s: int, last_s: int) -> list[Series] | None:
-    """The series of ``sub`` from the closed rows ``[first_s, last_s]``, through a range
-    entry; None when this read cannot go that way (rows fetched by key, a range to the end
-    of the key space)."""
-    found = _ranges(reader, sub, filters, first_s, last_s)  # UIDs first: their 400s, 503s
+def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
+                ) -> list[Series] | None:
+    """The series of the reader's plan from the closed rows ``[first_s, last_s]``, through a
+    range entry; None when this read cannot go that way (rows fetched by key, a range to the
+    end of the key space)."""
+    sub = reader.plan.sub
+    found = _ranges(reader, first_s, last_s)
     if found is None:
         return None
     ranges, shape = found
@@ -96,10 +95,10 @@ def read_closed(reader: RowReader, cache: HourCache, sub: SubQuery,
     if entry is not None:
         kept: Kept = entry.payload  # type: ignore[assignment]
         if kept.rows == rows:
-            return _from_kept(reader, sub, filters, kept.series)
+            return _from_kept(reader, kept.series)
     inner = reader.inner()  # reads the closed rows the per-row way, counting each series
     try:
-        series = inner.read_stored(sub, filters, first_s, last_s)
+        series = inner.read_stored(first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
         _add_stats(reader, inner)
     if _dropped(inner, series):
@@ -152,18 +151,15 @@ class Kept:
     rows: list[tuple[bytes, int, int]] | None
 
 
-def _ranges(reader: RowReader, sub: SubQuery, filters: Sequence[TagFilter], first_s: int,
-            last_s: int) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
+def _ranges(reader: RowReader, first_s: int, last_s: int
+            ) -> tuple[list[tuple[bytes, bytes]], bytes] | None:
     """The key ranges of the rows, and the entry's key: the ranges and the UID constraints
     that chose them (what a cold read of them would keep)."""
-    if sub.tsuids or sub.metric is None:
-        return None
-    metric_uid = reader.tsdb.metrics.get_id(sub.metric)
-    constraints = reader.resolve(merge_filters(filters))
-    if sub.explicit_tags and filters and exact_tag_sets(constraints) is not None:
-        return None  # fetched by key: no scan range to stamp
-    narrow = narrowing(constraints)
-    ranges = reader.key_ranges(metric_uid, first_s, last_s, narrow)
+    selection = reader.plan.selection
+    if selection.tsuids or selection.exact is not None:
+        return None  # series by tsuid, literal explicitTags (maybe fetched by key): row by row
+    constraints = selection.constraints
+    ranges = reader.key_ranges(selection.metric_uid, first_s, last_s, selection.narrow)
     bounded = [(start, stop) for start, stop in ranges if stop is not None]
     if len(bounded) < len(ranges):
         return None
@@ -222,9 +218,10 @@ def _held(kept: Sequence[KeptSeries], blocks: dict[int, Block]
             tuple(shared.values()))
 
 
-def _from_kept(reader: RowReader, sub: SubQuery, filters: Sequence[TagFilter],
-               kept: Sequence[KeptSeries]) -> list[Series]:
+def _from_kept(reader: RowReader, kept: Sequence[KeptSeries]) -> list[Series]:
     """The kept series the filters' tag names still pass, counted as a cold read counts."""
+    plan = reader.plan
+    sub, filters = plan.sub, plan.filters
     stats = reader.stats
     out = []
     for s in kept:
@@ -239,40 +236,6 @@ def _from_kept(reader: RowReader, sub: SubQuery, filters: Sequence[TagFilter],
                           tag_uids=dict(zip(tags, s.tag_uids))))
     stats.series += len(out)
     reader.limits.check_read(sub, stats.points, stats.bytes)
-    reader.limits.check_emitted(sub, reader.buckets, len(out))
+    reader.limits.check_emitted(sub, plan.buckets, len(out))
     reader.deadline.check(sub.index)
     return out
-
-
-def joined(closed: list[Series], rest: list[Series]) -> list[Series]:
-    """Each series' closed rows followed by its later rows (``rest`` starts where the closed
-    rows end), in row-key order."""
-    if not rest:
-        return closed
-    merged = {s.row_order: s for s in closed}
-    for later in rest:
-        head = merged.get(later.row_order)
-        if head is None:
-            merged[later.row_order] = later
-            continue
-        merged[later.row_order] = _concat(head, later)
-    return [merged[key] for key in sorted(merged)]
-
-
-def _concat(head: Series, later: Series) -> Series:
-    longs = None
-    if head.long_values is not None or later.long_values is not None:
-        longs = np.concatenate((_longs(head), _longs(later)))
-    return Series(tsuid=head.tsuid, tags=head.tags,
-                  ts_ms=np.concatenate((head.ts_ms, later.ts_ms)),
-                  values=np.concatenate((head.values, later.values)),
-                  is_int=np.concatenate((head.is_int, later.is_int)),
-                  annotations=head.annotations + later.annotations, long_values=longs,
-                  row_order=head.row_order, tag_uids=head.tag_uids)
-
-
-def _longs(series: Series) -> np.ndarray:
-    """Exact 64-bit values of the integer points (as the reader makes them)."""
-    if series.long_values is not None:
-        return series.long_values
-    return np.where(series.is_int, series.values, 0.0).astype(np.int64)

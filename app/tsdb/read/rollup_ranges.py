@@ -28,9 +28,9 @@ import numpy as np
 from app.storage.base import RANGE_NEWEST, VERSIONED, able
 from app.storage.codec_decode import DecodedRow
 from app.tsdb import hour_cache
-from app.tsdb.closed_range import RANGE_SETTLED_MS, asked_before
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, RangeEntry
-from app.tsdb.rollup_rows import NO_COUNT, RollupRow, RowSource
+from app.tsdb.read.closed_ranges import RANGE_SETTLED_MS, asked_before
+from app.tsdb.read.rollup_rows import NO_COUNT, RollupRow, RowSource
 
 Range = tuple[bytes, bytes]
 RowStamps = list[tuple[bytes, int, int]]
@@ -47,7 +47,7 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
     assert cache is not None
     space, key = source.space + "\x00ranges", repr(list(ranges)).encode()
     if able(source.table, RANGE_NEWEST) is None and not asked_before(space, key):
-        return list(source.rows(ranges))  # HBase: see closed_range.read_closed
+        return list(source.rows(ranges))  # HBase: see closed_ranges.read_closed
     version = source.table.version() if able(source.table, VERSIONED) is not None else None
     known = cache.peek_range(space, key)
     if known is not None and version is not None and cast(Kept, known.payload)[2] == version:

@@ -17,17 +17,16 @@ from typing import Any, cast
 import numpy as np
 
 from app.engine.model import Series
-from app.query.ast import SubQuery
-from app.query.filters import build_filter
 from app.storage import codec
 from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
-from app.tsdb import closed_range, hour_cache, rollup_ranges
+from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
+from app.tsdb.read import closed_ranges, rollup_ranges
 from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
 from app.tsdb.read.rows import RowReader, StoredRow
 from app.tsdb.rollup_config import RollupInterval
-from app.tsdb.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
 
 # A (series, bucket) key: the series' index above these bits, the bucket's below.
 BUCKET_BITS = 32
@@ -35,14 +34,13 @@ BUCKET_MASK = (1 << BUCKET_BITS) - 1
 
 
 class RollupReader(RowReader):
-    """A :class:`RowReader` over one rollup table, producing bucket-combined series."""
-
-    cacheable = False  # not the raw hour rows: its own key space in the cache (rollup_rows)
+    """A :class:`RowReader` over one rollup table, producing bucket-combined series; the
+    raw reader's plan (UIDs, filters, cache policy) applies, its rows go through the hour
+    cache's own key space for rollup rows (``rollup_rows``)."""
 
     def __init__(self, raw: RowReader, interval: RollupInterval,
                  exact: tuple[str, str], step_ms: int, table_name: str | None = None) -> None:
-        super().__init__(raw.tsdb, raw.limits, raw.deadline)
-        self.use_cache = raw.use_cache
+        super().__init__(raw.tsdb, raw.limits, raw.deadline, raw.plan)
         self.table_name = table_name or interval.table
         assert raw.tsdb.rollup_config is not None
         self.interval = interval
@@ -57,7 +55,7 @@ class RollupReader(RowReader):
     def table(self) -> Table:
         return self.tsdb.table(self.table_name)
 
-    def read_between(self, sub: SubQuery, first_ms: int, end_ms: int) -> list[Series]:
+    def read_between(self, first_ms: int, end_ms: int) -> list[Series]:
         """Buckets in ``[first_ms, end_ms)`` (whole downsample buckets)."""
         if self.value_id is None or (self.combine == "avg" and self.count_id is None):
             return []
@@ -65,7 +63,7 @@ class RollupReader(RowReader):
         units, multiplier = self.interval.units, self.interval.unit_multiplier
         first_s = rollup_base_time(first_ms // 1000, units, multiplier)
         last_s = rollup_base_time((end_ms - 1) // 1000, units, multiplier)
-        return self.read_stored(sub, [build_filter(f) for f in sub.filters], first_s, last_s)
+        return self.read_stored(first_s, last_s)
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
@@ -78,7 +76,7 @@ class RollupReader(RowReader):
         closed_s = None
         if source.cache is not None and (able(source.table, RANGE_NEWEST) is not None
                                          or able(source.table, SCAN_STAMPS_PACKED) is not None):
-            closed_s = closed_range.closed_last_s(first_s, last_s, self.row_span_s,
+            closed_s = closed_ranges.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
         closed = ([] if closed_s is None
                   else self.key_ranges(metric_uid, first_s, closed_s, narrow))
@@ -96,7 +94,7 @@ class RollupReader(RowReader):
     def _source(self) -> RowSource:
         assert self.value_id is not None
         wanted = Wanted(self.value_id, self.aggregate, self.count_id)
-        cache = cache_for(self.tsdb) if self.use_cache else None
+        cache = cache_for(self.tsdb) if self.plan.cache.rows else None
         return RowSource(self.table(), wanted, self.interval.interval_s, self.row_span_s,
                          self.base_time, self._series_key, cache)
 
@@ -170,7 +168,7 @@ class PreAggregateReader(RowReader):
     """The raw reader over a pre-aggregate table in raw-point layout (the default interval's)."""
 
     def __init__(self, raw: RowReader, table_name: str) -> None:
-        super().__init__(raw.tsdb, raw.limits, raw.deadline)
+        super().__init__(raw.tsdb, raw.limits, raw.deadline, raw.plan)
         self.table_name = table_name
 
     def table(self) -> Table:
