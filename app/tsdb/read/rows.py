@@ -31,7 +31,7 @@ from app.query.ast import SubQuery
 from app.query.filters import KeyConstraint, TagFilter, merge_filters, series_matches
 from app.query.limits import NO_DEADLINE, Deadline, QueryLimits
 from app.storage import codec
-from app.storage.base import SCAN_STAMPS, Row, Table, able, scan_ranges
+from app.storage.base import SCAN_STAMPS, Row, Table, able, narrowed, scan_ranges
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import CachedRow, cache_for
 from app.tsdb.read import cached
@@ -43,6 +43,7 @@ from app.tsdb.read.decode import (
     stored_bytes,
 )
 from app.tsdb.read.keep import Keeper
+from app.tsdb.read.key_regex import row_key_regex
 from app.tsdb.read.keys import (
     FEW_EXACT_KEYS,
     MAX_EXACT_KEYS,
@@ -201,7 +202,7 @@ class RowReader:
             # the key, before any value is read or decoded.
             named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
         hits, stored = self.scan_rows(metric_uid, first_s, last_s, narrowing(constraints),
-                                      keep, named)
+                                      keep, named, row_regex=row_key_regex(self.layout, constraints))
         return stored, named, hits
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
@@ -223,12 +224,13 @@ class RowReader:
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
-                  named: Callable[[bytes], bool] | None = None
+                  named: Callable[[bytes], bool] | None = None, row_regex: str | None = None
                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
-        on), and the others as storage streams them."""
+        on), and the others as storage streams them. ``row_regex`` (``key_regex``) narrows
+        the scans on the storage servers where the table can; ``keep`` still decides."""
         ranges = self.key_ranges(metric_uid, first_s, last_s, narrow)
-        table = self.table()
+        table = narrowed(self.table(), row_regex)
         cache = cache_for(self.tsdb) if self.use_cache and self.cacheable else None
         if cache is not None and able(table, SCAN_STAMPS) is not None:
             self.keeper = Keeper(cache, table.name, self.layout, self.row_span_s)
