@@ -201,8 +201,9 @@ class RowReader:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
             # the key, before any value is read or decoded.
             named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
+        regex = row_key_regex(self.layout, constraints)  # narrows the scan on HBase
         hits, stored = self.scan_rows(metric_uid, first_s, last_s, narrowing(constraints),
-                                      keep, named, row_regex=row_key_regex(self.layout, constraints))
+                                      keep, named, row_regex=regex)
         return stored, named, hits
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
