@@ -7,7 +7,8 @@ one run of each query under cProfile.
 Needs a running HBase (``make hbase-up``); ``--hbase`` or ``TSD_TEST_HBASE`` (default
 127.0.0.1:9090). The tables live under a fresh prefix and are dropped at the end.
 
-    python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N] [query ...]
+    python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N]
+        [--filters-off] [query ...]
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ QUERIES = {
     "dc": "sum:1m-avg:fresh.cpu{dc=*}",
     "regexp": "sum:fresh.cpu{host=regexp(web00[01].)}",  # 20 of 200 series
     "one": "none:fresh.cpu{host=web0007}",
+    "dc1": "sum:1m-avg:fresh.cpu{dc=dc1}",  # a literal on a key that does not sort first
     "count": "sum:1h-count:fresh.cpu",
 }
 
@@ -60,6 +62,9 @@ def main() -> int:
     parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--filters-off", action="store_true",
+                        help="also run each query with tsd.storage.hbase.scan_filters off, "
+                             "in alternating rounds")
     parser.add_argument("queries", nargs="*", default=list(QUERIES))
     args = parser.parse_args()
     prefix = f"fresh{uuid.uuid4().hex[:8]}_"
@@ -70,19 +75,29 @@ def main() -> int:
     host, _, port = args.hbase.rpartition(":")
     try:
         print(f"stored {load(config, hour_s):,} points, one cell each")
-        client = create_app(config).test_client()
+        # With --filters-off, rounds alternate between the two settings in the same run.
+        modes = {"filters on": True, "filters off": False} if args.filters_off else {"": True}
+        clients = {label: create_app({**config, "tsd.storage.hbase.scan_filters": on}
+                                     ).test_client() for label, on in modes.items()}
         for name in args.queries:
             url = f"/api/query?start={hour_s}&end={hour_s + 3599}&m={QUERIES[name]}"
-            assert client.get(url).status_code == 200  # UID caches warm
-            walls, cpus = [], []
+            for client in clients.values():
+                assert client.get(url).status_code == 200  # UID caches warm
+            walls: dict[str, list[float]] = {label: [] for label in clients}
+            cpus: dict[str, list[float]] = {label: [] for label in clients}
+            digests = {}
             for _ in range(args.runs):
-                started, cpu = time.perf_counter(), time.process_time()
-                response = client.get(url)
-                walls.append((time.perf_counter() - started) * 1000)
-                cpus.append((time.process_time() - cpu) * 1000)
-            digest = hashlib.md5(response.data).hexdigest()[:10]
-            print(f"{name:<7} wall median {sorted(walls)[len(walls) // 2]:6.0f} ms, client CPU "
-                  f"median {sorted(cpus)[len(cpus) // 2]:5.0f} ms  (answer md5 {digest})")
+                for label, client in clients.items():
+                    started, cpu = time.perf_counter(), time.process_time()
+                    response = client.get(url)
+                    walls[label].append((time.perf_counter() - started) * 1000)
+                    cpus[label].append((time.process_time() - cpu) * 1000)
+                    digests[label] = hashlib.md5(response.data).hexdigest()[:10]
+            for label in clients:
+                print(f"{name:<7} {label:<11} wall median {_median(walls[label]):6.0f} ms, "
+                      f"client CPU median {_median(cpus[label]):5.0f} ms  "
+                      f"(answer md5 {digests[label]})")
+            client = next(iter(clients.values()))
             if args.profile:
                 profile = cProfile.Profile()
                 profile.runcall(client.get, url)
@@ -90,6 +105,10 @@ def main() -> int:
     finally:
         HBaseStore(host, int(port), prefix).drop_tables()
     return 0
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 if __name__ == "__main__":

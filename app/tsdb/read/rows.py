@@ -43,7 +43,6 @@ from app.tsdb.read.decode import (
     stored_bytes,
 )
 from app.tsdb.read.keep import Keeper
-from app.tsdb.read.key_regex import row_key_regex
 from app.tsdb.read.keys import (
     FEW_EXACT_KEYS,
     MAX_EXACT_KEYS,
@@ -59,6 +58,7 @@ from app.tsdb.read.keys import (
     passes,
     series_order,
 )
+from app.tsdb.read.value_uids import scan_regex
 from app.tsdb.tsuid import parse_tsuid
 
 log = logging.getLogger(__name__)
@@ -201,7 +201,7 @@ class RowReader:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
             # the key, before any value is read or decoded.
             named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
-        regex = row_key_regex(self.layout, constraints)  # narrows the scan on HBase
+        regex = scan_regex(self.tsdb, self.table(), filters, constraints)  # HBase narrows
         hits, stored = self.scan_rows(metric_uid, first_s, last_s, narrowing(constraints),
                                       keep, named, row_regex=regex)
         return stored, named, hits
