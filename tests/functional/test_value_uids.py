@@ -59,3 +59,8 @@ def test_a_regexp_only_for_a_table_that_can_narrow(named: TSDB) -> None:
     filters, constraints = constraints_of(named, "m{host=regexp(^web0)}")
     regex = value_uids.scan_regex(named, named.data_table(), filters, constraints)
     assert (regex is None) == (able(named.data_table(), ROW_REGEX) is None)
+
+
+def test_no_regexp_when_only_keys_must_be_present(named: TSDB) -> None:
+    filters, constraints = constraints_of(named, "m{dc=*}{host=not_key()}")
+    assert value_uids.scan_regex(named, named.data_table(), filters, constraints) is None

@@ -33,7 +33,12 @@ def scan_regex(tsdb: TSDB, table: Table, filters: Sequence[TagFilter],
     (a table without ``with_row_regex``) or nothing narrows."""
     if able(table, ROW_REGEX) is None:
         return None
-    return row_key_regex(tsdb.layout, with_value_uids(tsdb, filters, constraints))
+    resolved = with_value_uids(tsdb, filters, constraints)
+    if all(c.literal_uids is None for c in resolved if not c.excluded):
+        # Only keys that must be present (``{dc=*}``): nearly every series has them, and a
+        # regexp on every row then cost more than it saved (bench_hbase_fresh.py).
+        return None
+    return row_key_regex(tsdb.layout, resolved)
 
 
 def with_value_uids(tsdb: TSDB, filters: Sequence[TagFilter],
