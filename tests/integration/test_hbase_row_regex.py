@@ -113,3 +113,26 @@ def test_answers_are_the_same_with_scan_filters_on_and_off(tmp_path: Path) -> No
     assert answers[0] == answers[1] == answers[2]
     assert [len(answer) for answer in answers[0]] == [1, 2, 1, 3]  # web001, web004, web007
     assert answers[0][0][0]["dps"] == {str(HOUR_S + 10 * s): 140 + s for s in range(3)}
+
+
+def test_a_pushed_down_wildcard_counts_only_the_rows_of_its_series(tmp_path: Path) -> None:
+    """docs/differences.md: with the values a wildcard matches in the regexp, the rows of the
+    series it excludes never reach pytsd (OpenTSDB counts them); without, they are counted."""
+    config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True,
+                                                "tsd.query.cache.max_bytes": 0})
+    tsdb = make_tsdb(config)
+    try:
+        client = app_over(tsdb).test_client()
+        points = [{"metric": "rx.w", "timestamp": HOUR_S + 3600 * hour, "value": 1,
+                   "tags": {"host": host}} for host in ("a1", "a2", "b1") for hour in range(3)]
+        assert client.post("/api/put", json=points).status_code == 204
+        url = (f"/api/query?start={HOUR_S}&end={HOUR_S + 3 * 3600 - 1}"
+               "&m=sum:rx.w{host=wildcard(a*)}&show_summary=true")
+        rows = []
+        for on in (True, False):
+            tsdb.store.scan_filters = on  # type: ignore[attr-defined]
+            summary = client.get(url).get_json()[-1]["statsSummary"]
+            rows.append(summary["queryIdx_00"]["rowsScanned"])
+    finally:
+        drop_tables(tsdb)
+    assert rows == [6, 9]  # 2 of 3 hosts x 3 hours; every host x 3 hours
