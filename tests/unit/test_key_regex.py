@@ -48,8 +48,15 @@ def test_pairs_in_tagk_order_values_alternated_keys_alone() -> None:
                    UidConstraint(K1, False, frozenset({V2, V1})),
                    UidConstraint(K2, True, None)]  # not_key: left to the byte-level test
     assert row_key_regex(LAYOUT, constraints) == (
-        r"(?s)^.{2,}?(?:\x{0}\x{0}\x{1}\x{0}\x{0}\x{7}|\x{0}\x{0}\x{1}\x{0}\x{0}\x{8})"
-        r".*?\x{0}\x{0}\x{3}")
+        r"(?s)^.{2,}?\x{0}\x{0}\x{1}(?:\x{0}\x{0}\x{7}|\x{0}\x{0}\x{8}).*?\x{0}\x{0}\x{3}")
+
+
+def test_a_tag_key_ending_in_a_non_ascii_byte_is_repeated_with_each_value() -> None:
+    # 0xc3 may join the value's first byte into one code point: the pairs are written whole
+    regex = row_key_regex(LAYOUT, [UidConstraint(b"\x00\x00\xc3", False,
+                                                 frozenset({b"\xa9\x00\x01", V1}))])
+    assert regex == (r"(?s)^.{2,}?(?:\x{0}\x{0}\x{e9}\x{0}\x{1}"
+                     r"|\x{0}\x{0}\x{fffd}{1,3}\x{0}\x{0}\x{7})")
 
 
 def test_nothing_to_push_down() -> None:

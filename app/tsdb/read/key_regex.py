@@ -29,13 +29,14 @@ character is a ``\\x{...}`` escape), so it travels in the filter string without 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from app.storage import codec
 from app.tsdb.read.keys import UidConstraint
 
-# More literal values than this in one constraint: the alternation is not worth its size.
-MAX_REGEX_LITERALS = 4096
+# More literal values than this in one constraint: the alternation (tried on every row, sent
+# with every scanner: ~40 bytes a value) is not worth its size.
+MAX_REGEX_LITERALS = 1024
 NON_ASCII = "[^\\x{0}-\\x{7f}]"
 REPLACEMENT = "\\x{fffd}"  # what the UTF-8 decode puts for a malformed sequence
 SEQUENCE_MIN = {2: 0x80, 3: 0x800, 4: 0x10000}  # the least code point of each length
@@ -61,9 +62,17 @@ def _constraint(constraint: UidConstraint) -> str:
         return code_points(constraint.tagk_uid)
     if not constraint.literal_uids:
         return "(?!)"  # no value may match (an unresolved value dropped): nothing passes
-    alternatives = sorted({code_points(constraint.tagk_uid + value)
-                           for value in constraint.literal_uids})
-    return alternatives[0] if len(alternatives) == 1 else f"(?:{'|'.join(alternatives)})"
+    tagk = constraint.tagk_uid
+    if tagk[-1] < 0x80:
+        # The key's code points end with it: the tag key once, then its values (the region
+        # server tries the values only where the key matched, as in OpenTSDB's regexp).
+        return code_points(tagk) + _either(code_points(v) for v in constraint.literal_uids)
+    return _either(code_points(tagk + value) for value in constraint.literal_uids)
+
+
+def _either(alternatives: Iterable[str]) -> str:
+    unique = sorted(set(alternatives))
+    return unique[0] if len(unique) == 1 else f"(?:{'|'.join(unique)})"
 
 
 def code_points(uid_bytes: bytes) -> str:
