@@ -8,7 +8,7 @@ Needs a running HBase (``make hbase-up``); ``--hbase`` or ``TSD_TEST_HBASE`` (de
 127.0.0.1:9090). The tables live under a fresh prefix and are dropped at the end.
 
     python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N]
-        [--filters-off] [query ...]
+        [--filters-off] [--opentsdb HOST:PORT] [query ...]
 """
 
 from __future__ import annotations
@@ -21,8 +21,11 @@ import pstats
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import requests
 
 from app import create_app
 from app.config import load_config
@@ -44,17 +47,54 @@ QUERIES = {
 }
 
 
+def points(hour_s: int) -> Iterator[tuple[int, dict[str, str], int, float]]:
+    """``(series, tags, timestamp, value)`` in time order, across series, as collectors send
+    them."""
+    rng = np.random.default_rng(1)
+    for step in range(STEPS):
+        for series in range(SERIES):
+            yield (series, {"host": f"web{series:04d}", "dc": f"dc{series % 4}"},
+                   hour_s + step * 10, float(round(rng.uniform(0, 100), 2)))
+
+
 def load(config: dict[str, object], hour_s: int) -> int:
     tsdb = TSDB(load_config(config, {}))
     create_tables(tsdb.store, tsdb.config)
-    rng = np.random.default_rng(1)
     batch = PointBatch()
-    for step in range(STEPS):  # in time order, across series, as collectors send them
-        for series in range(SERIES):
-            batch.add(series, "fresh.cpu", (("host", f"web{series:04d}"),
-                                             ("dc", f"dc{series % 4}")),
-                      hour_s + step * 10, float(round(rng.uniform(0, 100), 2)))
+    for series, tags, timestamp, value in points(hour_s):
+        batch.add(series, "fresh.cpu", tuple(tags.items()), timestamp, value)
     return PointWriter(tsdb, plugins=False).write_batch(batch)
+
+
+class OpenTSDBClient:
+    """A running OpenTSDB TSD, asked over HTTP (pytsd is asked through Flask's test client:
+    no HTTP, so OpenTSDB's figures carry a local round trip more)."""
+
+    def __init__(self, address: str) -> None:
+        self.url = f"http://{address}"
+        self.session = requests.Session()
+
+    def load(self, hour_s: int) -> None:
+        """The same points through its ``/api/put`` (one cell each; start the TSD with
+        ``tsd.storage.enable_compaction=false`` so they stay uncompacted)."""
+        batch: list[dict[str, object]] = []
+        for _, tags, timestamp, value in points(hour_s):
+            batch.append({"metric": "fresh.cpu", "timestamp": timestamp, "value": value,
+                          "tags": tags})
+            if len(batch) == 200:
+                self._put(batch)
+                batch = []
+        if batch:
+            self._put(batch)
+
+    def _put(self, batch: list[dict[str, object]]) -> None:
+        answer = self.session.post(f"{self.url}/api/put?sync", json=batch, timeout=60)
+        assert answer.status_code == 204, answer.text
+
+    def get(self, path: str) -> Any:
+        answer = self.session.get(self.url + path, timeout=120)
+        answer.data = answer.content  # as Flask's test response
+        return answer
 
 
 def main() -> int:
@@ -65,6 +105,8 @@ def main() -> int:
     parser.add_argument("--filters-off", action="store_true",
                         help="also run each query with tsd.storage.hbase.scan_filters off, "
                              "in alternating rounds")
+    parser.add_argument("--opentsdb", help="HOST:PORT of a running OpenTSDB TSD (compaction "
+                        "off) to load the same points into and ask in the same rounds")
     parser.add_argument("queries", nargs="*", default=list(QUERIES))
     args = parser.parse_args()
     prefix = f"fresh{uuid.uuid4().hex[:8]}_"
@@ -77,8 +119,13 @@ def main() -> int:
         print(f"stored {load(config, hour_s):,} points, one cell each")
         # With --filters-off, rounds alternate between the two settings in the same run.
         modes = {"filters on": True, "filters off": False} if args.filters_off else {"": True}
-        clients = {label: create_app({**config, "tsd.storage.hbase.scan_filters": on}
-                                     ).test_client() for label, on in modes.items()}
+        clients: dict[str, Any] = {
+            label: create_app({**config, "tsd.storage.hbase.scan_filters": on}).test_client()
+            for label, on in modes.items()}
+        if args.opentsdb:
+            opentsdb = OpenTSDBClient(args.opentsdb)
+            opentsdb.load(hour_s)
+            clients["opentsdb"] = opentsdb
         for name in args.queries:
             url = f"/api/query?start={hour_s}&end={hour_s + 3599}&m={QUERIES[name]}"
             for client in clients.values():
