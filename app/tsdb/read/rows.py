@@ -201,7 +201,10 @@ class RowReader:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
             # the key, before any value is read or decoded.
             named = self._per_series(lambda key: self._named(key, filters, explicit_tags))
-        regex = scan_regex(self.tsdb, self.table(), filters, constraints)  # HBase narrows
+        # HBase narrows the scan; not by value filters' values for a range entry's read
+        # (the entry is shared by every value filter on the same keys: closed_range).
+        regex = scan_regex(self.tsdb, self.table(), filters, constraints,
+                           values=self.kept_counts is None)
         hits, stored = self.scan_rows(metric_uid, first_s, last_s, narrowing(constraints),
                                       keep, named, row_regex=regex)
         return stored, named, hits

@@ -28,12 +28,14 @@ TAGV_NAME_COLUMN = b"name:tagv"
 
 
 def scan_regex(tsdb: TSDB, table: Table, filters: Sequence[TagFilter],
-               constraints: Sequence[UidConstraint]) -> str | None:
+               constraints: Sequence[UidConstraint], values: bool = True) -> str | None:
     """The row-key regexp to narrow ``table``'s scans with, or None when it cannot
-    (a table without ``with_row_regex``) or nothing narrows."""
+    (a table without ``with_row_regex``) or nothing narrows. ``values``: with the value
+    filters' values too; off for a read whose series are kept for any filter on the same
+    keys (a range entry of the hour cache: its key is the constraints, not the filters)."""
     if able(table, ROW_REGEX) is None:
         return None
-    resolved = with_value_uids(tsdb, filters, constraints)
+    resolved = with_value_uids(tsdb, filters, constraints) if values else constraints
     if all(c.literal_uids is None for c in resolved if not c.excluded):
         # Only keys that must be present (``{dc=*}``): nearly every series has them, and a
         # regexp on every row then cost more than it saved (bench_hbase_fresh.py).
