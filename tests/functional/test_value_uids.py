@@ -53,6 +53,9 @@ def test_too_many_tag_values_leave_the_value_filters_to_the_reader(
     assert value_uids.with_value_uids(named, filters, constraints)[0].literal_uids is not None
     monkeypatch.setattr(value_uids, "MAX_TAG_VALUES", 4)
     assert value_uids.with_value_uids(named, filters, constraints) == constraints
+    # remembered: not scanned again, even were the limit raised
+    monkeypatch.setattr(value_uids, "MAX_TAG_VALUES", 5)
+    assert value_uids.with_value_uids(named, filters, constraints) == constraints
 
 
 def test_a_regexp_only_for_a_table_that_can_narrow(named: TSDB) -> None:

@@ -12,6 +12,7 @@ anew for every read, never kept.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 
 from app.query.filters import TagFilter, merge_filters
@@ -25,6 +26,8 @@ from app.tsdb.read.keys import UidConstraint
 # it may save).
 MAX_TAG_VALUES = 1024
 TAGV_NAME_COLUMN = b"name:tagv"
+# The TSDBs whose UID table held too many tag values when last asked.
+_TOO_MANY: weakref.WeakKeyDictionary[TSDB, bool] = weakref.WeakKeyDictionary()
 
 
 def scan_regex(tsdb: TSDB, table: Table, filters: Sequence[TagFilter],
@@ -66,10 +69,14 @@ def with_value_uids(tsdb: TSDB, filters: Sequence[TagFilter],
 
 def tag_value_names(tsdb: TSDB) -> list[tuple[bytes, str | None]] | None:
     """``(uid, name)`` of every tag value (name None: not UTF-8, then it is kept whatever the
-    filters), or None when there are more than ``MAX_TAG_VALUES``."""
+    filters), or None when there are more than ``MAX_TAG_VALUES`` (remembered for the
+    process: tag values only grow, so such a UID table is not scanned again)."""
+    if tsdb in _TOO_MANY:
+        return None
     rows = list(tsdb.uid_table().scan(columns=[TAGV_NAME_COLUMN], limit=MAX_TAG_VALUES + 1,
                                       batch_size=MAX_TAG_VALUES + 1))
     if len(rows) > MAX_TAG_VALUES:
+        _TOO_MANY[tsdb] = True
         return None
     width = tsdb.layout.tagv_width
     found: list[tuple[bytes, str | None]] = []
