@@ -250,7 +250,7 @@ class HBaseStore:
         if name not in self._known_tables:
             if name not in self.table_names():
                 raise TablesMissingError(f"{self.table_prefix}{name}")
-        return HBaseTable(self, name)
+        return FilteringHBaseTable(self, name) if self.scan_filters else HBaseTable(self, name)
 
     def table_names(self) -> list[str]:
         """This store's tables (those starting with the prefix), without the prefix."""
@@ -320,16 +320,14 @@ class HBaseTable:
     """One HBase table, as the storage interface sees it."""
 
     # The optional abilities of ``app.storage.base`` this backend offers (and
-    # ``with_row_regex`` while ``tsd.storage.hbase.scan_filters`` is on).
-    ABILITIES = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
+    # ``with_row_regex``, FilteringHBaseTable, while ``tsd.storage.hbase.scan_filters`` is on).
+    abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
                            "scan_packed", "scan_stamps_packed", "append_many"})
 
     def __init__(self, store: HBaseStore, name: str) -> None:
         self.store = store
         self.name = name
         self.full_name = store.full_name(name)
-        self.abilities = self.ABILITIES | (
-            {"with_row_regex"} if store.scan_filters else frozenset())
         # ANDed to every scan's filter: what ``with_row_regex`` sets.
         self.row_filter: bytes | None = None
 
@@ -344,13 +342,6 @@ class HBaseTable:
                              else filter_string + b" AND " + self.row_filter)
         return Scanner(self, start, stop, columns, max_rows, filter_string, shape,
                        self.store.prefetcher())
-
-    def with_row_regex(self, regex: str) -> HBaseTable:
-        """This table, its scans keeping only the rows whose key matches ``regex`` on the
-        region servers (``RowFilter(=, 'regexstring:...')``, base.RowRegex)."""
-        filtered = copy.copy(self)
-        filtered.row_filter = row_regex_filter(regex)
-        return filtered
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         found = self._call("get row of", lambda c: c.getRowWithColumns(
@@ -547,6 +538,19 @@ class HBaseTable:
                           shape=row_stamp)
         rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
         return rows
+
+
+class FilteringHBaseTable(HBaseTable):
+    """An HBase table whose scans can be narrowed by a row-key regexp (``scan_filters`` on)."""
+
+    abilities = HBaseTable.abilities | {"with_row_regex"}
+
+    def with_row_regex(self, regex: str) -> HBaseTable:
+        """This table, its scans keeping only the rows whose key matches ``regex`` on the
+        region servers (``RowFilter(=, 'regexstring:...')``, base.RowRegex)."""
+        filtered = copy.copy(self)
+        filtered.row_filter = row_regex_filter(regex)
+        return filtered
 
 
 def _cells(columns: Mapping[bytes, Any] | None) -> Row:

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from app.storage import codec
-from app.storage.base import ROW_REGEX, able
+from app.storage.base import ROW_REGEX, RowRegex, able
 from app.tsdb import TSDB
 from app.tsdb.read.key_regex import row_key_regex
 from app.tsdb.read.keys import UidConstraint, passes
@@ -90,6 +90,17 @@ def test_ascii_uids_are_narrowed_exactly(hbase: TSDB) -> None:
     assert {row[0] for row in filtered.scan_stamps(METRIC, None, "t")} == {keys[0], keys[3]}
     ranges = [(METRIC, METRIC + b"\xff"), (b"\x00", METRIC)]
     assert {key for key, _ in filtered.scan_many(ranges, [b"t"])} == {keys[0], keys[3]}
+
+
+def test_with_scan_filters_off_the_tables_do_not_offer_it(tmp_path: Path) -> None:
+    tsdb = make_tsdb(backend_config("hbase", tmp_path,
+                                    {"tsd.storage.hbase.scan_filters": False}))
+    try:
+        table = tsdb.data_table()
+        assert able(table, ROW_REGEX) is None
+        assert not isinstance(table, RowRegex)  # declared exactly when it has it
+    finally:
+        drop_tables(tsdb)
 
 
 def test_answers_are_the_same_with_scan_filters_on_and_off(tmp_path: Path) -> None:
