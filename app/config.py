@@ -70,6 +70,12 @@ SETTINGS: dict[str, Setting] = {
         1.0, float,
         "pytsd: how long a batched write waits for others to join it (milliseconds).",
     ),
+    "tsd.storage.hbase.scan_filters": Setting(
+        True, parse_bool,
+        "pytsd: narrow data scans with tag filters on the region servers (a row-key regexp, "
+        "as OpenTSDB's scans do), so rows of series the filters exclude are not sent "
+        "through the Thrift gateway. The answers are the same either way.",
+    ),
     "tsd.storage.hbase.compression": Setting(
         "GZ", lambda text: _compression(text),
         "pytsd: COMPRESSION of the column families `pytsd create-tables` makes "

@@ -7,7 +7,8 @@ one run of each query under cProfile.
 Needs a running HBase (``make hbase-up``); ``--hbase`` or ``TSD_TEST_HBASE`` (default
 127.0.0.1:9090). The tables live under a fresh prefix and are dropped at the end.
 
-    python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N] [query ...]
+    python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N]
+        [--filters-off] [--opentsdb HOST:PORT] [query ...]
 """
 
 from __future__ import annotations
@@ -20,8 +21,11 @@ import pstats
 import sys
 import time
 import uuid
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
+import requests
 
 from app import create_app
 from app.config import load_config
@@ -38,21 +42,59 @@ QUERIES = {
     "dc": "sum:1m-avg:fresh.cpu{dc=*}",
     "regexp": "sum:fresh.cpu{host=regexp(web00[01].)}",  # 20 of 200 series
     "one": "none:fresh.cpu{host=web0007}",
+    "dc1": "sum:1m-avg:fresh.cpu{dc=dc1}",  # a literal on a key that does not sort first
     "count": "sum:1h-count:fresh.cpu",
 }
+
+
+def points(hour_s: int) -> Iterator[tuple[int, dict[str, str], int, float]]:
+    """``(series, tags, timestamp, value)`` in time order, across series, as collectors send
+    them."""
+    rng = np.random.default_rng(1)
+    for step in range(STEPS):
+        for series in range(SERIES):
+            yield (series, {"host": f"web{series:04d}", "dc": f"dc{series % 4}"},
+                   hour_s + step * 10, float(round(rng.uniform(0, 100), 2)))
 
 
 def load(config: dict[str, object], hour_s: int) -> int:
     tsdb = TSDB(load_config(config, {}))
     create_tables(tsdb.store, tsdb.config)
-    rng = np.random.default_rng(1)
     batch = PointBatch()
-    for step in range(STEPS):  # in time order, across series, as collectors send them
-        for series in range(SERIES):
-            batch.add(series, "fresh.cpu", (("host", f"web{series:04d}"),
-                                             ("dc", f"dc{series % 4}")),
-                      hour_s + step * 10, float(round(rng.uniform(0, 100), 2)))
+    for series, tags, timestamp, value in points(hour_s):
+        batch.add(series, "fresh.cpu", tuple(tags.items()), timestamp, value)
     return PointWriter(tsdb, plugins=False).write_batch(batch)
+
+
+class OpenTSDBClient:
+    """A running OpenTSDB TSD, asked over HTTP (pytsd is asked through Flask's test client:
+    no HTTP, so OpenTSDB's figures carry a local round trip more)."""
+
+    def __init__(self, address: str) -> None:
+        self.url = f"http://{address}"
+        self.session = requests.Session()
+
+    def load(self, hour_s: int) -> None:
+        """The same points through its ``/api/put`` (one cell each; start the TSD with
+        ``tsd.storage.enable_compaction=false`` so they stay uncompacted)."""
+        batch: list[dict[str, object]] = []
+        for _, tags, timestamp, value in points(hour_s):
+            batch.append({"metric": "fresh.cpu", "timestamp": timestamp, "value": value,
+                          "tags": tags})
+            if len(batch) == 200:
+                self._put(batch)
+                batch = []
+        if batch:
+            self._put(batch)
+
+    def _put(self, batch: list[dict[str, object]]) -> None:
+        answer = self.session.post(f"{self.url}/api/put?sync", json=batch, timeout=60)
+        assert answer.status_code == 204, answer.text
+
+    def get(self, path: str) -> Any:
+        answer = self.session.get(self.url + path, timeout=120)
+        answer.data = answer.content  # as Flask's test response
+        return answer
 
 
 def main() -> int:
@@ -60,6 +102,11 @@ def main() -> int:
     parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--filters-off", action="store_true",
+                        help="also run each query with tsd.storage.hbase.scan_filters off, "
+                             "in alternating rounds")
+    parser.add_argument("--opentsdb", help="HOST:PORT of a running OpenTSDB TSD (compaction "
+                        "off) to load the same points into and ask in the same rounds")
     parser.add_argument("queries", nargs="*", default=list(QUERIES))
     args = parser.parse_args()
     prefix = f"fresh{uuid.uuid4().hex[:8]}_"
@@ -70,19 +117,34 @@ def main() -> int:
     host, _, port = args.hbase.rpartition(":")
     try:
         print(f"stored {load(config, hour_s):,} points, one cell each")
-        client = create_app(config).test_client()
+        # With --filters-off, rounds alternate between the two settings in the same run.
+        modes = {"filters on": True, "filters off": False} if args.filters_off else {"": True}
+        clients: dict[str, Any] = {
+            label: create_app({**config, "tsd.storage.hbase.scan_filters": on}).test_client()
+            for label, on in modes.items()}
+        if args.opentsdb:
+            opentsdb = OpenTSDBClient(args.opentsdb)
+            opentsdb.load(hour_s)
+            clients["opentsdb"] = opentsdb
         for name in args.queries:
             url = f"/api/query?start={hour_s}&end={hour_s + 3599}&m={QUERIES[name]}"
-            assert client.get(url).status_code == 200  # UID caches warm
-            walls, cpus = [], []
+            for client in clients.values():
+                assert client.get(url).status_code == 200  # UID caches warm
+            walls: dict[str, list[float]] = {label: [] for label in clients}
+            cpus: dict[str, list[float]] = {label: [] for label in clients}
+            digests = {}
             for _ in range(args.runs):
-                started, cpu = time.perf_counter(), time.process_time()
-                response = client.get(url)
-                walls.append((time.perf_counter() - started) * 1000)
-                cpus.append((time.process_time() - cpu) * 1000)
-            digest = hashlib.md5(response.data).hexdigest()[:10]
-            print(f"{name:<7} wall median {sorted(walls)[len(walls) // 2]:6.0f} ms, client CPU "
-                  f"median {sorted(cpus)[len(cpus) // 2]:5.0f} ms  (answer md5 {digest})")
+                for label, client in clients.items():
+                    started, cpu = time.perf_counter(), time.process_time()
+                    response = client.get(url)
+                    walls[label].append((time.perf_counter() - started) * 1000)
+                    cpus[label].append((time.process_time() - cpu) * 1000)
+                    digests[label] = hashlib.md5(response.data).hexdigest()[:10]
+            for label in clients:
+                print(f"{name:<7} {label:<11} wall median {_median(walls[label]):6.0f} ms, "
+                      f"client CPU median {_median(cpus[label]):5.0f} ms  "
+                      f"(answer md5 {digests[label]})")
+            client = next(iter(clients.values()))
             if args.profile:
                 profile = cProfile.Profile()
                 profile.runcall(client.get, url)
@@ -90,6 +152,10 @@ def main() -> int:
     finally:
         HBaseStore(host, int(port), prefix).drop_tables()
     return 0
+
+
+def _median(values: list[float]) -> float:
+    return sorted(values)[len(values) // 2]
 
 
 if __name__ == "__main__":

@@ -259,6 +259,19 @@ class AppendMany(Protocol):
         ...
 
 
+@runtime_checkable
+class RowRegex(Protocol):
+    def with_row_regex(self, regex: str) -> Table:
+        """This table, its scans (every scan method, ``scan_many`` too; not ``row``/``rows``)
+        keeping only the rows whose key matches ``regex`` on the storage servers.
+
+        ``regex`` is HBase's ``RegexStringComparator``'s: Java syntax, found (not matched)
+        in the key decoded as UTF-8, as ``app.tsdb.read.key_regex`` builds it. A row that
+        does not match may still be returned; one that matches never is dropped, so the
+        caller keeps testing the rows it gets."""
+        ...
+
+
 @dataclass(frozen=True)
 class CellBlock:
     """Data cells (family ``t``) in columnar form: what the writer encodes a batch into.
@@ -320,17 +333,26 @@ VERSIONED: Ability[Versioned] = Ability("version", Versioned)
 SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
 PUT_BLOCK: Ability[PutBlock] = Ability("put_block", PutBlock)
+ROW_REGEX: Ability[RowRegex] = Ability("with_row_regex", RowRegex)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
     SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK)
+    PUT_BLOCK, ROW_REGEX)
 """Every optional ability (its name is the method it adds)."""
 
 
 def able(table: Table, ability: Ability[A]) -> A | None:
     """``table`` typed as the ability's protocol when it declares it, else None."""
     return cast(A, table) if ability.name in table.abilities else None
+
+
+def narrowed(table: Table, row_regex: str | None) -> Table:
+    """``table`` with its scans narrowed to the rows whose key matches ``row_regex`` on the
+    storage servers when it has that ability (``ROW_REGEX``), else ``table`` itself."""
+    filtering = able(table, ROW_REGEX) if row_regex is not None else None
+    return table if filtering is None or row_regex is None else \
+        filtering.with_row_regex(row_regex)
 
 
 def scan_ranges(table: Table, ranges: Sequence[tuple[bytes | None, bytes | None]],

@@ -10,8 +10,10 @@ UIDs. What it adds to raw happybase:
   the connection broke; appends, increments and checkAndPuts are never repeated;
 * Thrift and HBase exceptions turned into ``StorageUnavailableError`` (503) or
   ``StorageError`` (500) with the first line of HBase's message (``hbase_errors``);
-* scans narrowed on the server with byte-exact means only: row ranges, ``columns`` and
-  ``KeyOnlyFilter``. HBase's regex filters decode keys as text, so they are never used;
+* scans narrowed on the server by row ranges, ``columns`` and ``KeyOnlyFilter``, and, for
+  tag filters, a ``RowFilter`` regexp (``with_row_regex``, ``tsd.storage.hbase.scan_filters``):
+  the filter language decodes keys as UTF-8 text, so that regexp only narrows (it is built to
+  keep every row it should, ``app.tsdb.read.key_regex``) and the reader still tests each row;
 * ``scan_many`` reads several row ranges (salt buckets) concurrently, one connection each.
 
 Atomic operations map to Thrift1 calls exactly as OpenTSDB uses them through asynchbase:
@@ -22,6 +24,7 @@ Atomic operations map to Thrift1 calls exactly as OpenTSDB uses them through asy
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import queue
@@ -103,8 +106,11 @@ class HBaseStore:
     sets_itself_up = False  # OpenTSDB's rule: the tables must exist (`pytsd create-tables`)
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
-                 pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0) -> None:
+                 pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,
+                 scan_filters: bool = True) -> None:
         self.host = host
+        # Whether tables offer ``with_row_regex`` (tag filters narrowed on the region servers).
+        self.scan_filters = scan_filters
         self.port = port
         self.address = f"{host}:{port}"
         self.table_prefix = table_prefix
@@ -136,7 +142,8 @@ class HBaseStore:
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
         return cls(host, int(port), config["tsd.storage.hbase.table_prefix"],
                    config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
-                   config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"])
+                   config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"],
+                   config["tsd.storage.hbase.scan_filters"])
 
     # ------------------------------------------------------------ connections
 
@@ -243,7 +250,7 @@ class HBaseStore:
         if name not in self._known_tables:
             if name not in self.table_names():
                 raise TablesMissingError(f"{self.table_prefix}{name}")
-        return HBaseTable(self, name)
+        return FilteringHBaseTable(self, name) if self.scan_filters else HBaseTable(self, name)
 
     def table_names(self) -> list[str]:
         """This store's tables (those starting with the prefix), without the prefix."""
@@ -312,7 +319,8 @@ class HBaseStore:
 class HBaseTable:
     """One HBase table, as the storage interface sees it."""
 
-    # The optional abilities of ``app.storage.base`` this backend offers.
+    # The optional abilities of ``app.storage.base`` this backend offers (and
+    # ``with_row_regex``, FilteringHBaseTable, while ``tsd.storage.hbase.scan_filters`` is on).
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
                            "scan_packed", "scan_stamps_packed", "append_many"})
 
@@ -320,6 +328,8 @@ class HBaseTable:
         self.store = store
         self.name = name
         self.full_name = store.full_name(name)
+        # ANDed to every scan's filter: what ``with_row_regex`` sets.
+        self.row_filter: bytes | None = None
 
     def _call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
         return self.store.call(f"{op} {self.name}", fn, retry)
@@ -327,6 +337,9 @@ class HBaseTable:
     def _scanner(self, start: bytes, stop: bytes | None, columns: list[bytes], max_rows: int,
                  filter_string: bytes | None, shape: Callable[[Any], Any] = row_cells
                  ) -> Scanner:
+        if self.row_filter is not None:
+            filter_string = (self.row_filter if filter_string is None
+                             else filter_string + b" AND " + self.row_filter)
         return Scanner(self, start, stop, columns, max_rows, filter_string, shape,
                        self.store.prefetcher())
 
@@ -527,6 +540,19 @@ class HBaseTable:
         return rows
 
 
+class FilteringHBaseTable(HBaseTable):
+    """An HBase table whose scans can be narrowed by a row-key regexp (``scan_filters`` on)."""
+
+    abilities = HBaseTable.abilities | {"with_row_regex"}
+
+    def with_row_regex(self, regex: str) -> HBaseTable:
+        """This table, its scans keeping only the rows whose key matches ``regex`` on the
+        region servers (``RowFilter(=, 'regexstring:...')``, base.RowRegex)."""
+        filtered = copy.copy(self)
+        filtered.row_filter = row_regex_filter(regex)
+        return filtered
+
+
 def _cells(columns: Mapping[bytes, Any] | None) -> Row:
     """``{column: TCell}`` -> ``{column: value}`` in HBase's column order (the gateway's map
     is sorted by signed bytes, HBase's order is unsigned)."""
@@ -542,10 +568,19 @@ def _column_descriptor(family: str, options: Mapping[str, object]) -> Any:
     return ColumnDescriptor(name=family.encode("utf-8") + b":", **fields)
 
 
+def row_regex_filter(regex: str) -> bytes:
+    """HBase's filter language for the rows whose key matches ``regex``: the comparator
+    decodes the quoted bytes as UTF-8, a single quote is doubled."""
+    return b"RowFilter(=, " + _quoted(b"regexstring:" + regex.encode("utf-8")) + b")"
+
+
+def _quoted(value: bytes) -> bytes:
+    return b"'" + value.replace(b"'", b"''") + b"'"
+
+
 def _prefix_filter(prefixes: Sequence[bytes]) -> bytes:
     """HBase's filter language: quoted byte strings, a quote doubled."""
-    quoted = (b"'" + prefix.replace(b"'", b"''") + b"'" for prefix in prefixes)
-    return b"MultipleColumnPrefixFilter(" + b", ".join(quoted) + b")"
+    return b"MultipleColumnPrefixFilter(" + b", ".join(map(_quoted, prefixes)) + b")"
 
 
 def _packed_row(result: Any) -> tuple[bytes, int, int, bytes, bytes]:

@@ -299,7 +299,7 @@ class HistogramReader(RowReader):
             by_time: dict[int, SimpleHistogram] = {}
             for key, cells in group.rows:
                 base_s = self.base_time(key)
-                assert isinstance(cells, dict)  # stored cells: not cacheable (above)
+                assert isinstance(cells, dict)  # stored cells: its plan keeps cells (above)
                 for column, value in cells.items():
                     qualifier = column[len(DATA_PREFIX):]
                     if not column.startswith(DATA_PREFIX) or not is_histogram_qualifier(

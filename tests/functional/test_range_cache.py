@@ -195,3 +195,15 @@ def test_closed_hours_and_the_open_hour_join(tsd_config: dict[str, Any], tsdb: T
                 assert summary[count] == want[-1]["statsSummary"]["queryIdx_00"][count]
     finally:
         off.close()
+
+
+def test_a_read_narrowed_by_a_value_filter_leaves_no_entry_for_other_values(
+        tsdb: TSDB, loaded: FlaskClient) -> None:
+    """On HBase a regexp's values may narrow the scan on the region servers: such a read
+    assembled the regexp's series only, which must never become the entry another regexp on
+    the same key picks from."""
+    for _ in range(3):
+        picked, _ = answer(loaded, "none:range.m{host=regexp(a|c)}")
+        assert picked == expected({h: POINTS[h] for h in ("a", "c")})
+    picked, _ = answer(loaded, "none:range.m{host=regexp(b)}")
+    assert picked == expected({"b": POINTS["b"]})

@@ -24,6 +24,13 @@ END_S = BASE_S + 3 * HOUR_S - 1
 
 
 @pytest.fixture
+def tsd_config(tsd_config: dict[str, Any]) -> dict[str, Any]:
+    """The name filters' own path: on HBase the row-key regexp would drop the dropped series'
+    rows before they are counted (tests/integration/test_hbase_row_regex.py)."""
+    return {**tsd_config, "tsd.storage.hbase.scan_filters": False}
+
+
+@pytest.fixture
 def loaded(tsdb: TSDB, settled: None) -> TSDB:
     points = [DataPoint("read.m", BASE_S + i * 60, i * (h + 1), {"host": host})
               for h, host in enumerate(HOSTS) for i in range(3 * 60)]

@@ -168,8 +168,19 @@ def _ranges(reader: RowReader, first_s: int, last_s: int
 
 
 def _add_stats(reader: RowReader, inner: RowReader) -> None:
-    for name in ("rows", "points", "series", "bytes"):
-        setattr(reader.stats, name, getattr(reader.stats, name) + getattr(inner.stats, name))
+    stats, read = reader.stats, inner.stats
+    stats.points += read.points
+    stats.series += read.series
+    plan = reader.plan
+    if plan.row_regex != plan.key_row_regex and inner.kept_counts is not None:
+        # This read scanned without the value filters' values (the entry is shared by every
+        # value filter on these keys); a read narrowed by them on the storage servers never
+        # sees the rows of the series they leave out: they are not counted here either.
+        stats.rows += sum(rows for rows, _ in inner.kept_counts)
+        stats.bytes += sum(stored for _, stored in inner.kept_counts)
+        return
+    stats.rows += read.rows
+    stats.bytes += read.bytes
 
 
 def _keepable(inner: RowReader, series: Sequence[Series],

@@ -4,7 +4,8 @@ from the plan and decides nothing of it again.
 
 What it holds: the window and the hours to scan, the filled buckets the limits count, the tag
 filters (built once) and the rows in UIDs (``select``: unknown names are OpenTSDB's 400s here,
-before any read; exact keys or a scan, chosen by cost), whether the read may downsample as it
+before any read; exact keys or a scan, chosen by cost; on HBase the row-key regexp the region
+servers filter the scan with: ``value_uids``), whether the read may downsample as it
 decodes (``fuse``), what the hour cache may do (``CachePolicy``), which rollup table answers
 (``rollup_choice``) and whether the worker's helper process reads half of it
 (``split_choice``).
@@ -27,6 +28,7 @@ from app.tsdb.read import rollup_choice, seen, split_choice
 from app.tsdb.read.keys import MAX_TIMESPAN_S, scan_hours_s
 from app.tsdb.read.rollup_choice import RollupChoice
 from app.tsdb.read.select import Selection, fetch_by_key, select
+from app.tsdb.read.value_uids import scan_regex
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +62,11 @@ class ReadPlan:
     # A fused read of raw hour rows the worker's helper process reads the later half of
     # (``split_choice``; when the helper is busy as the read starts, it is read whole).
     split: bool = False
+    # The row-key regexp a scan of the metric is narrowed with on the storage servers (None:
+    # none, or a table that cannot), and the one without the value filters' values, for a
+    # read kept as a range entry (shared by every value filter on the same keys).
+    row_regex: str | None = None
+    key_row_regex: str | None = None
 
 
 def plan_read(tsdb: TSDB, sub: SubQuery, start_ms: int, end_ms: int, *,
@@ -79,6 +86,11 @@ def plan_read(tsdb: TSDB, sub: SubQuery, start_ms: int, end_ms: int, *,
     selection = select(tsdb, sub, filters)  # UIDs first: their 400s before any read
     if selection.series_count() and fetch_by_key(tsdb, selection, first_s, last_s):
         selection = _by_key(selection)
+    row_regex = key_row_regex = None
+    if not selection.tsuids and not (selection.by_key and selection.exact is not None):
+        row_regex = scan_regex(tsdb, tsdb.data_table(), filters, selection.constraints)
+        key_row_regex = scan_regex(tsdb, tsdb.data_table(), filters, selection.constraints,
+                                   values=False)
     rollup = rollup_choice.choose(tsdb, sub, start_ms, end_ms) if rollups else None
     hours = (last_s - first_s) // MAX_TIMESPAN_S + 1
     split = (rollup is None and fuse is not None and hours > 1 and not sub.tsuids
@@ -88,7 +100,7 @@ def plan_read(tsdb: TSDB, sub: SubQuery, start_ms: int, end_ms: int, *,
                     last_s, filters, selection,
                     _cache_policy(tsdb, sub, hours, keeps_cells,
                                   fuse is not None and rollup is None, split),
-                    fuse, rollup, split)
+                    fuse, rollup, split, row_regex, key_row_regex)
 
 
 def _cache_policy(tsdb: TSDB, sub: SubQuery, hours: int, keeps_cells: bool, fused: bool,

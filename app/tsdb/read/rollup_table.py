@@ -67,11 +67,12 @@ class RollupReader(RowReader):
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
-                  named: Callable[[bytes], bool] | None = None
+                  named: Callable[[bytes], bool] | None = None, row_regex: str | None = None
                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range, only the wanted aggregates' cells, through the hour
         cache (``rollup_rows``): every row comes in the stream (cached ones as
-        :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``."""
+        :class:`RollupRow`), none as a separate hit; ``named`` is applied by ``_group``.
+        ``row_regex`` is not pushed down here (rollup rows are few; ``keep`` decides)."""
         source = self._source()
         closed_s = None
         if source.cache is not None and (able(source.table, RANGE_NEWEST) is not None

@@ -32,7 +32,7 @@ from app.errors import NoSuchUniqueId
 from app.query.filters import series_matches
 from app.query.limits import NO_DEADLINE, Deadline, QueryLimits
 from app.storage import codec
-from app.storage.base import Row, Table, scan_ranges
+from app.storage.base import Row, Table, narrowed, scan_ranges
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import CachedRow, cache_for
 from app.tsdb.read import cached
@@ -147,8 +147,11 @@ class RowReader:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
             # the key, before any value is read or decoded.
             named = self._per_series(self._named)
+        # HBase narrows the scan; not by value filters' values for a range entry's read
+        # (the entry is shared by every value filter on the same keys: closed_ranges).
+        regex = self.plan.row_regex if self.kept_counts is None else self.plan.key_row_regex
         hits, stored = self.scan_rows(selection.metric_uid, first_s, last_s,
-                                      selection.narrow, keep, named)
+                                      selection.narrow, keep, named, row_regex=regex)
         return stored, named, hits
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
@@ -171,12 +174,14 @@ class RowReader:
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
-                  named: Callable[[bytes], bool] | None = None
+                  named: Callable[[bytes], bool] | None = None, row_regex: str | None = None
                   ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, StoredRow]]]:
         """The rows of the scan range that ``keep`` keeps: those the hour cache holds (when
-        the plan uses it), and the others as storage streams them."""
+        the plan uses it), and the others as storage streams them. ``row_regex``
+        (``key_regex``) narrows the scans on the storage servers where the table can; ``keep``
+        still decides."""
         ranges = self.key_ranges(metric_uid, first_s, last_s, narrow)
-        table = self.table()
+        table = narrowed(self.table(), row_regex)
         cache = cache_for(self.tsdb) if self.plan.cache.rows else None
         if cache is not None:
             self.keeper = Keeper(cache, table.name, self.layout, self.row_span_s)

@@ -14,6 +14,7 @@ from app.storage.base import (
     PUT_BLOCK,
     RANGE_NEWEST,
     RANGE_STAMP,
+    ROW_REGEX,
     SCAN_MANY,
     SCAN_NEWEST,
     SCAN_PACKED,
@@ -261,3 +262,19 @@ def test_append_many_appends_in_order_within_a_cell(table: Table) -> None:
         (b"r", b"t:\x05\x00\x00", b"\x00\x30\x04")])
     assert table.row(b"r") == {b"t:\x05\x00\x00": bytes.fromhex("000001 001002 003004")}
     assert table.row(b"s") == {b"t:\x05\x00\x00": bytes.fromhex("002003")}
+
+
+def test_with_row_regex_keeps_the_rows_whose_key_matches(table: Table) -> None:
+    # tags: (tagk 1, tagv 2|3) and, in row d, a quote, a backslash-E and non-ASCII bytes
+    head = b"\x00\x00\x01AAAA"  # metric 1, base time "AAAA"
+    keys = [head + b"\x00\x00\x01\x00\x00\x02", head + b"\x00\x00\x01\x00\x00\x03",
+            head + b"\x00\x00\x04\x00\x00\x02", head + b"'\\E\xc3\xa9\xff"]
+    table.put_many((key, {b"t:\x00\x00": b"\x01"}) for key in keys)
+    filtering = _declared(table, ROW_REGEX)
+    pair = "\\x{0}\\x{0}\\x{1}\\x{0}\\x{0}\\x{2}"  # tagk 1 with tagv 2, as key_regex writes it
+    filtered = filtering.with_row_regex(f"(?s)^.{{2,}}?{pair}")
+    assert [key for key, _ in filtered.scan()] == [keys[0]]
+    assert [row[0] for row in filtered.scan_stamps(b"\x00", None, "t")] == [keys[0]]
+    odd = filtering.with_row_regex("(?s)'\\x{5c}E\\x{e9}\\x{fffd}$")
+    assert [key for key, _ in odd.scan(keys_only=True)] == [keys[3]]
+    assert [key for key, _ in table.scan()] == keys  # the table itself is not narrowed
