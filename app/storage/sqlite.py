@@ -524,6 +524,8 @@ class SqliteTable:
         if not rows:
             return 0
         with self.store.transaction() as db:
+            if has_staged(db, self.name):  # staged cells mark their rows as they merge
+                merge_staged(db, self.name, self.store.pack_cells)
             if not sqlite_columns.enabled(db, self.name):
                 return 0  # nothing marks its rows yet: scan_columns starts that
             return sqlite_columns.put(db, self.name, rows)
