@@ -303,21 +303,21 @@ class PutBlock(Protocol):
 class ColumnsRead:
     """What :meth:`ScanColumns.scan_columns` found: the rows whose columns are not current
     (changed since they were put, or never put), each with the generation to put them at,
-    and per part asked, the current rows' blobs each joined over every row (in the same
-    row order for all five): ``(heads, row keys, offsets, vals, ints)``."""
+    and per part asked, the current rows' blobs of it joined (in no promised order: a blob
+    is the caller's, so it names its row itself)."""
 
     dirty: list[tuple[bytes, int]]
-    parts: dict[int, tuple[bytes, bytes, bytes, bytes, bytes]]
+    parts: dict[int, bytes]
 
 
 @dataclass(frozen=True)
 class ColumnsPut:
-    """One row's columns: ``parts`` as ``(part, (head, offsets, vals, ints))``, made from its
-    cells read at ``generation`` (:attr:`ColumnsRead.dirty`)."""
+    """One row's columns: ``parts`` as ``(part, blob)``, made from its cells read at
+    ``generation`` (:attr:`ColumnsRead.dirty`)."""
 
     row: bytes
     generation: int
-    parts: Sequence[tuple[int, tuple[bytes, bytes, bytes, bytes]]]
+    parts: Sequence[tuple[int, bytes]]
 
 
 @runtime_checkable

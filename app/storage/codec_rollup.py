@@ -180,10 +180,11 @@ def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray
 
 # --- many rows at once, and their columnar form -------------------------------------------
 # A rollup row's cells of one aggregate as columns (what the embedded store keeps beside the
-# cells: app/storage/sqlite_columns.py): ``head`` (the row key's length, the cell count and the
-# stored value bytes, for the query byte limit), each cell's interval offset (``<u2``), value
-# as a double (``<f8``) and whether it was an integer (``u1``). Rows of one read lie one after
-# the other in each of the four, so a whole range is read as four arrays.
+# cells: app/storage/sqlite_columns.py), one blob: a head (the row key's length, the cell count
+# and the stored value bytes, for the query byte limit), the row key, then each cell's interval
+# offset (``<u2``), its value as a double (``<f8``) and whether it was an integer (``u1``).
+# Rows of one metric's series mostly have keys of one length and cells of one count: a range's
+# blobs joined are then a matrix, one row per blob (app/tsdb/rollup_columns.py).
 
 HEAD_DTYPE = np.dtype([("row_len", "<u2"), ("cells", "<u4"), ("value_bytes", "<u4")])
 MODERN_QUALIFIER_BYTES = 3
@@ -247,16 +248,16 @@ def values_of(buf: np.ndarray, at: np.ndarray, size: np.ndarray, flags: np.ndarr
     return out
 
 
-def column_parts(cells: RollupCells, row: int, key_length: int
-                 ) -> list[tuple[int, tuple[bytes, bytes, bytes, bytes]]]:
-    """One row's columns per aggregate: ``(aggregator id, (head, offsets, vals, ints))``."""
+def column_parts(cells: RollupCells, row: int, key: bytes) -> list[tuple[int, bytes]]:
+    """One row's columns per aggregate: ``(aggregator id, blob)``."""
     lo, hi = np.searchsorted(cells.row_of, [row, row + 1])
     ids = cells.aggregator_id[lo:hi]
     out = []
     for aggregator_id in np.unique(ids).tolist():
         pick = np.flatnonzero(ids == aggregator_id) + lo
-        head = np.array([(key_length, pick.size, int(cells.width[pick].sum()))], HEAD_DTYPE)
-        out.append((aggregator_id, (head.tobytes(), cells.offset[pick].astype("<u2").tobytes(),
-                                    cells.value[pick].astype("<f8").tobytes(),
-                                    cells.is_int[pick].astype(np.uint8).tobytes())))
+        head = np.array([(len(key), pick.size, int(cells.width[pick].sum()))], HEAD_DTYPE)
+        out.append((aggregator_id, b"".join((
+            head.tobytes(), key, cells.offset[pick].astype("<u2").tobytes(),
+            cells.value[pick].astype("<f8").tobytes(),
+            cells.is_int[pick].astype(np.uint8).tobytes()))))
     return out

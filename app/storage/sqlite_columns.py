@@ -2,11 +2,11 @@
 cells, and forgets the moment a cell of the row changes.
 
 What the columns hold is the caller's (``app.tsdb.rollup_rows``: a rollup row's cells of one
-aggregate decoded, offsets, doubles and integer flags, each a byte string). The store keeps
-per ``(table, part, row)`` five blobs, ``head``, ``offsets``, ``vals``, ``ints`` beside the
-row key, and returns a whole key range's parts as ONE concatenation per blob (``group_concat``
-in SQL): a range of 24,000 rows costs SQLite's B-tree steps and five Python objects, not a
-tuple per cell or per row (why: docs/performance.md, "Cold reads from row columns").
+aggregate decoded, offsets, doubles and integer flags, in one byte string). The store keeps
+one blob per ``(table, part, row)`` and returns a whole key range's blobs of a part as ONE
+concatenation (``group_concat`` in SQL): a range of 24,000 rows costs SQLite's B-tree steps
+and one Python object, not a tuple per cell or per row (docs/performance.md, "Cold rollup
+reads from row columns").
 
 Why a kept part is never stale: the first use of a table creates triggers on ``cells`` that
 mark a row *dirty* (``row_columns_dirty``, with a generation that goes up) whenever a cell of
@@ -27,8 +27,7 @@ from app.storage.base import ColumnsPut, ColumnsRead
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS row_columns (
-    tbl TEXT NOT NULL, part INTEGER NOT NULL, row BLOB NOT NULL, head BLOB NOT NULL,
-    offsets BLOB NOT NULL, vals BLOB NOT NULL, ints BLOB NOT NULL,
+    tbl TEXT NOT NULL, part INTEGER NOT NULL, row BLOB NOT NULL, data BLOB NOT NULL,
     PRIMARY KEY (tbl, part, row)
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS row_columns_dirty (
@@ -37,10 +36,9 @@ CREATE TABLE IF NOT EXISTS row_columns_dirty (
 ) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS row_columns_tables (tbl TEXT PRIMARY KEY) WITHOUT ROWID;
 """
-# A whole range's parts, each blob joined in one pass (the five aggregates see the rows in
-# the same order, so the joins line up).
-_JOINED = ", ".join(f"CAST(group_concat({column}, x'') AS BLOB)"
-                    for column in ("head", "row", "offsets", "vals", "ints"))
+# Up to this many dirty rows of a range are left out of its parts by key; more, by a look-up
+# per row (which costs about a third of the read).
+FEW_DIRTY_ROWS = 256
 Transaction = Callable[[], AbstractContextManager[sqlite3.Connection]]
 
 
@@ -88,7 +86,7 @@ def scan(db: sqlite3.Connection, table: str, ranges: Sequence[tuple[bytes, bytes
          parts: Sequence[int]) -> ColumnsRead:
     """The kept parts of the current rows of ``ranges`` (one statement per part and range, in
     one read transaction: one snapshot) and the dirty rows with their generations."""
-    joined: dict[int, list[tuple[bytes, ...]]] = {part: [] for part in parts}
+    joined: dict[int, list[bytes]] = {part: [] for part in parts}
     dirty: list[tuple[bytes, int]] = []
     own = not db.in_transaction
     if own:
@@ -96,36 +94,34 @@ def scan(db: sqlite3.Connection, table: str, ranges: Sequence[tuple[bytes, bytes
     try:
         for start, stop in ranges:
             bound, args = _bound(start, stop)
-            dirty += db.execute("SELECT row, generation FROM row_columns_dirty"
-                                " WHERE tbl = ? AND row >= ?" + bound + " ORDER BY row",
-                                [table, *args]).fetchall()
+            found = db.execute("SELECT row, generation FROM row_columns_dirty"
+                               " WHERE tbl = ? AND row >= ?" + bound + " ORDER BY row",
+                               [table, *args]).fetchall()
+            dirty += found
+            if len(found) <= FEW_DIRTY_ROWS:
+                skip = " AND row NOT IN (" + ", ".join("?" * len(found)) + ")" if found else ""
+                skip_args = [row for row, _ in found]
+            else:
+                skip = (" AND NOT EXISTS (SELECT 1 FROM row_columns_dirty AS d"
+                        " WHERE d.tbl = c.tbl AND d.row = c.row)")
+                skip_args = []
             for part in parts:
-                found = db.execute(
-                    f"SELECT {_JOINED} FROM row_columns AS c WHERE tbl = ?1 AND part = ?2"
-                    " AND row >= ?3" + bound.replace("?", "?4") + " AND NOT EXISTS (SELECT 1"
-                    " FROM row_columns_dirty AS d WHERE d.tbl = ?1 AND d.row = c.row)",
-                    [table, part, *args]).fetchone()
-                if found[0] is not None:
-                    joined[part].append(found)
+                (blob,) = db.execute(
+                    "SELECT CAST(group_concat(data, x'') AS BLOB) FROM row_columns AS c"
+                    " WHERE tbl = ? AND part = ? AND row >= ?" + bound + skip,
+                    [table, part, *args, *skip_args]).fetchone()
+                if blob is not None:
+                    joined[part].append(blob)
     finally:
         if own:
             db.execute("COMMIT")
-    return ColumnsRead(dirty, {part: _concat(found) for part, found in joined.items()})
+    return ColumnsRead(dirty, {part: b"".join(found) for part, found in joined.items()})
 
 
 def _bound(start: bytes, stop: bytes | None) -> tuple[str, list[object]]:
     if stop is None:
         return "", [start]
     return " AND row < ?", [start, stop]
-
-
-def _concat(found: list[tuple[bytes, ...]]) -> tuple[bytes, bytes, bytes, bytes, bytes]:
-    if len(found) == 1:
-        head, rows, offsets, vals, ints = found[0]
-        return head, rows, offsets, vals, ints
-    return (b"".join(f[0] for f in found), b"".join(f[1] for f in found),
-            b"".join(f[2] for f in found), b"".join(f[3] for f in found),
-            b"".join(f[4] for f in found))
 
 
 def put(db: sqlite3.Connection, table: str, rows: Sequence[ColumnsPut]) -> int:
@@ -141,8 +137,8 @@ def put(db: sqlite3.Connection, table: str, rows: Sequence[ColumnsPut]) -> int:
             continue  # written since it was read (or current already)
         db.executemany("DELETE FROM row_columns WHERE tbl = ? AND part = ? AND row = ?",
                        [(table, part, entry.row) for part in known])
-        db.executemany("INSERT INTO row_columns VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       [(table, part, entry.row, *blobs) for part, blobs in entry.parts])
+        db.executemany("INSERT INTO row_columns VALUES (?, ?, ?, ?)",
+                       [(table, part, entry.row, data) for part, data in entry.parts])
         db.execute("DELETE FROM row_columns_dirty WHERE tbl = ? AND row = ?",
                    (table, entry.row))
         current += 1

@@ -10,6 +10,7 @@ order), and one span per series, without a Python step per cell and only a few p
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,8 +19,8 @@ from app.engine.flat import ranges_to_index
 from app.storage.codec_decode import DecodedRow
 from app.storage.codec_rollup import HEAD_DTYPE
 
-Blobs = tuple[bytes, bytes, bytes, bytes, bytes]
-"""One aggregate's rows joined: ``(heads, row keys, offsets, vals, ints)``."""
+HEAD_BYTES = HEAD_DTYPE.itemsize
+CELL_BYTES = 2 + 8 + 1  # offset, value, integer flag
 COLUMN_PREFIX_BYTES = 2  # "t:" in a stored cell's weight
 QUALIFIER_BYTES = 3
 
@@ -28,7 +29,8 @@ QUALIFIER_BYTES = 3
 class Part:
     """One aggregate's rows read from columns."""
 
-    keys: list[bytes]
+    rows: bytes  # the row keys, joined
+    row_len: np.ndarray  # per row
     cells: np.ndarray  # per row
     weight: np.ndarray  # per row: stored bytes of its cells, as the raw reader weighs them
     offsets: np.ndarray  # per cell: intervals from its row's base time
@@ -48,77 +50,152 @@ class Joined:
     stored_bytes: np.ndarray
 
 
-def part_of(blobs: Blobs) -> Part:
-    """One aggregate's joined blobs as arrays."""
-    heads, rows, offsets, vals, ints = blobs
-    head = np.frombuffer(heads, HEAD_DTYPE)
+def part_of(blob: bytes) -> Part:
+    """One aggregate's blobs joined (``codec_rollup.column_parts``) as arrays: by reshaping
+    when every blob has one key length and cell count, else blob by blob."""
+    if not blob:
+        return Part(b"", *(np.zeros(0, np.int64),) * 4, np.zeros(0), np.zeros(0, np.bool_))
+    first = np.frombuffer(blob, HEAD_DTYPE, 1)
+    length, cells = int(first["row_len"][0]), int(first["cells"][0])
+    size = HEAD_BYTES + length + CELL_BYTES * cells
+    if len(blob) % size == 0:
+        matrix = np.frombuffer(blob, np.uint8).reshape(-1, size)
+        head = np.ascontiguousarray(matrix[:, :HEAD_BYTES]).view(HEAD_DTYPE).ravel()
+        if (head["row_len"] == length).all() and (head["cells"] == cells).all():
+            at = HEAD_BYTES + length
+            return _part(head, matrix[:, HEAD_BYTES:at].tobytes(),
+                         matrix[:, at:at + 2 * cells], matrix[:, at + 2 * cells:at + 10 * cells],
+                         matrix[:, at + 10 * cells:])
+    return _part_by_blob(blob)
+
+
+def _part_by_blob(blob: bytes) -> Part:
+    heads, keys, offsets, values, ints = [], [], [], [], []
+    at = 0
+    while at < len(blob):
+        head = np.frombuffer(blob, HEAD_DTYPE, 1, at)
+        length, cells = int(head["row_len"][0]), int(head["cells"][0])
+        key_at = at + HEAD_BYTES
+        cells_at = key_at + length
+        heads.append(blob[at:key_at])
+        keys.append(blob[key_at:cells_at])
+        offsets.append(blob[cells_at:cells_at + 2 * cells])
+        values.append(blob[cells_at + 2 * cells:cells_at + 10 * cells])
+        ints.append(blob[cells_at + 10 * cells:cells_at + 11 * cells])
+        at = cells_at + CELL_BYTES * cells
+    return _part(np.frombuffer(b"".join(heads), HEAD_DTYPE), b"".join(keys),
+                 np.frombuffer(b"".join(offsets), np.uint8),
+                 np.frombuffer(b"".join(values), np.uint8),
+                 np.frombuffer(b"".join(ints), np.uint8))
+
+
+def _part(head: np.ndarray, keys: bytes, offsets: np.ndarray, values: np.ndarray,
+          ints: np.ndarray) -> Part:
+    """A part from its heads and its cells' bytes (each a byte matrix or run, row order)."""
     row_len = head["row_len"].astype(np.int64)
     cells = head["cells"].astype(np.int64)
-    ends = np.cumsum(row_len).tolist()
-    keys = [rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
     weight = cells * (row_len + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + head["value_bytes"]
-    return Part(keys, cells, weight, np.frombuffer(offsets, "<u2").astype(np.int64),
-                np.frombuffer(vals, "<f8"), np.frombuffer(ints, np.bool_))
+    return Part(keys, row_len, cells, weight,
+                np.ascontiguousarray(offsets).view("<u2").ravel().astype(np.int64),
+                np.ascontiguousarray(values).view("<f8").ravel(),
+                np.ascontiguousarray(ints).view(np.bool_).ravel())
 
 
 def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
     """The value part (and an average's count part) joined per series. ``time_at``: where
     a row key's 4-byte base time starts (the key without it names the series)."""
     present = [p for p in parts if p is not None]
-    keys = [key for p in present for key in p.keys]
-    series_of, firsts = _series(keys, time_at)
-    base_s = np.array([int.from_bytes(key[time_at:time_at + 4], "big") for key in keys],
-                      np.int64)
+    series_of, base_s, firsts, key_at = _series(present, time_at)
     count = len(firsts)
     sizes = np.zeros((2, count), np.int64)
     stored = np.zeros(count, np.int64)
-    ts_parts, value_parts, int_parts = [], [], []
-    at = 0
+    total = sum(int(p.offsets.size) for p in present)
+    # One block: every part's cells gathered straight into it, series after series.
+    whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
+                       np.empty(total, np.bool_))
+    at = out = 0
     row_ids = []
     for slot, part in enumerate(parts):
         if part is None:
             continue
-        rows = len(part.keys)
+        rows = part.cells.size
         sid, base = series_of[at:at + rows], base_s[at:at + rows]
         at += rows
         order = np.lexsort((base, sid))  # series after series, each in time order
-        starts = np.cumsum(part.cells) - part.cells
-        gather = ranges_to_index(starts[order], part.cells[order])
-        cell_base = np.repeat(base[order], part.cells[order])
-        ts_parts.append((cell_base + part.offsets[gather] * interval_s) * 1000)
-        value_parts.append(part.values[gather])
-        int_parts.append(part.is_int[gather])
+        gather = _cell_index(part.cells, order)
+        end = out + gather.size
+        ts_ms = whole.ts_ms[out:end]
+        np.take(part.offsets, gather, out=ts_ms)
+        ts_ms *= interval_s * 1000
+        ts_ms += np.repeat(base[order] * 1000, part.cells[order])
+        np.take(part.values, gather, out=whole.values[out:end])
+        np.take(part.is_int, gather, out=whole.is_int[out:end])
+        out = end
         sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
         stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
         row_ids.append(sid << 32 | base)
-    whole = DecodedRow(_cat(ts_parts, np.int64), _cat(value_parts, np.float64),
-                       _cat(int_parts, np.bool_))
     ends = np.cumsum(sizes, axis=1)
     total_values = int(ends[0, -1]) if count else 0
     spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
                       total_values + ends[1]], axis=1)
     distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
     rows_per_series = np.bincount(distinct >> 32, minlength=count)
-    return Joined(whole, [keys[i] for i in firsts], spans, rows_per_series, stored)
+    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored)
 
 
-def _series(keys: list[bytes], time_at: int) -> tuple[np.ndarray, list[int]]:
-    """Each key's series number (the key without its base time), and per series the index
-    of its smallest key."""
-    if not keys:
-        return np.zeros(0, np.int64), []
+def _series(parts: list[Part], time_at: int
+            ) -> tuple[np.ndarray, np.ndarray, list[int], Callable[[int], bytes]]:
+    """Over the parts' rows one after the other: each row's series number (its key without
+    the base time) and base time, per series the row of its smallest key, and the key of a
+    row. Keys of one length (the common case: one metric, the same tag keys) are compared
+    as arrays; others one by one."""
+    lengths = np.concatenate([p.row_len for p in parts]) if parts else np.zeros(0, np.int64)
+    if lengths.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), [], lambda i: b""
+    rows = b"".join(p.rows for p in parts) if len(parts) > 1 else parts[0].rows
+    length = int(lengths[0])
+    if not (lengths == length).all() or length < time_at + 4:
+        return _series_by_key(rows, lengths, time_at)
+    keys = np.frombuffer(rows, np.uint8).reshape(-1, length)
+    base = keys[:, time_at:time_at + 4].copy().view(">u4").ravel().astype(np.int64)
+    rest = length - 4
+    words = -(-rest // 8)
+    padded = np.zeros((keys.shape[0], words * 8), np.uint8)
+    padded[:, :time_at] = keys[:, :time_at]
+    padded[:, time_at:rest] = keys[:, time_at + 4:]
+    columns = padded.view(">u8")  # big-endian words sort as the bytes do
+    order = np.lexsort([base] + [columns[:, w] for w in range(words - 1, -1, -1)])
+    ordered = columns[order]
+    starts = np.ones(order.size, bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    series_sorted = np.cumsum(starts) - 1
+    sid = np.empty(order.size, np.int64)
+    sid[order] = series_sorted
+    firsts = order[starts].tolist()  # the earliest base time of each series
+    return sid, base, firsts, lambda i: rows[i * length:(i + 1) * length]
+
+
+def _series_by_key(rows: bytes, lengths: np.ndarray, time_at: int
+                   ) -> tuple[np.ndarray, np.ndarray, list[int], Callable[[int], bytes]]:
+    ends = np.cumsum(lengths).tolist()
+    keys = [rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
     numbers: dict[bytes, int] = {}
     sid = np.fromiter((numbers.setdefault(key[:time_at] + key[time_at + 4:], len(numbers))
                        for key in keys), np.int64, len(keys))
+    base = np.fromiter((int.from_bytes(key[time_at:time_at + 4], "big") for key in keys),
+                       np.int64, len(keys))
     firsts = [-1] * len(numbers)
     for i, (key, number) in enumerate(zip(keys, sid.tolist())):
         first = firsts[number]
         if first < 0 or key < keys[first]:
             firsts[number] = i
-    return sid, firsts
+    return sid, base, firsts, keys.__getitem__
 
 
-def _cat(arrays: list[np.ndarray], dtype: type) -> np.ndarray:
-    if not arrays:
-        return np.zeros(0, dtype)
-    return arrays[0] if len(arrays) == 1 else np.concatenate(arrays)
+def _cell_index(cells: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The cells of the rows in ``order``, each row's cells one after the other (rows of
+    equally many cells, the common case, by one broadcast)."""
+    starts = np.cumsum(cells) - cells
+    if cells.size and (cells == cells[0]).all():
+        return (starts[order][:, None] + np.arange(int(cells[0]))).ravel()
+    return ranges_to_index(starts[order], cells[order])

@@ -193,8 +193,8 @@ class RowSource:
         built, loose = self._rebuilt(columns, found.dirty, ranges)
         parts: list[rollup_columns.Part | None] = []
         for part in wanted:
-            blobs = [b for b in (found.parts.get(part), built.get(part)) if b is not None]
-            parts.append(_part(blobs))
+            blob = found.parts.get(part, b"") + built.get(part, b"")
+            parts.append(rollup_columns.part_of(blob) if blob else None)
         if all(part is None for part in parts):
             return loose
         assert self.time_at is not None
@@ -211,7 +211,7 @@ class RowSource:
 
     def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
                  ranges: Sequence[tuple[bytes, bytes | None]]
-                 ) -> tuple[dict[int, rollup_columns.Blobs], list[tuple[bytes, RollupRow]]]:
+                 ) -> tuple[dict[int, bytes], list[tuple[bytes, RollupRow]]]:
         """The dirty rows read from their cells: their wanted parts as joined blobs, the rows
         not in the modern layout decoded cell by cell; the columns of every row whose span
         is over put back (each only if unchanged since this read)."""
@@ -237,24 +237,23 @@ class RowSource:
         loose = [(row[0], self._decode_cells(row)) for row, ok in zip(packed, modern) if not ok]
         loose += [(row[0], self._decode_cells(row)) for row, ok in zip(rows, good) if not ok]
         wanted = {self.wanted.value_id, self.wanted.count_id}
-        built: dict[int, list[tuple[bytes, ...]]] = {}
+        built: dict[int, list[bytes]] = {}
         puts = []
         now_s = hour_cache.clock_ms() // 1000
         for i, row in enumerate(rows):
             if not good[i]:
                 continue
-            parts = column_parts(decoded, i, len(row[0]))
-            for part, blobs in parts:
+            parts = column_parts(decoded, i, row[0])
+            for part, blob in parts:
                 if part in wanted:
-                    head, offsets, vals, ints = blobs
-                    built.setdefault(part, []).append((head, row[0], offsets, vals, ints))
+                    built.setdefault(part, []).append(blob)
             if self.base_time(row[0]) + self.span_s <= now_s:
                 puts.append(ColumnsPut(row[0], generation[row[0]], parts))
         seen = {row[0] for row in packed}
         now_closed = [ColumnsPut(key, number, []) for key, number in dirty
                       if key not in seen and self.base_time(key) + self.span_s <= now_s]
         columns.put_columns(puts + now_closed)
-        return ({part: _joined_blobs(found) for part, found in built.items()}, loose)
+        return ({part: b"".join(found) for part, found in built.items()}, loose)
 
     def _decoded_kept(self, packed: list[Packed]) -> list[tuple[bytes, RollupRow]]:
         """Decode, and keep the closed, settled rows in the cache."""
@@ -367,22 +366,6 @@ class RowSource:
 # Key spaces this process has kept rows under: a read of another one skips the stamp read
 # (nothing to validate) and reads the values at once, with their stamps in the same statement.
 _SPACES_KEPT: set[str] = set()
-
-
-def _joined_blobs(found: list[tuple[bytes, ...]]) -> rollup_columns.Blobs:
-    return (b"".join(f[0] for f in found), b"".join(f[1] for f in found),
-            b"".join(f[2] for f in found), b"".join(f[3] for f in found),
-            b"".join(f[4] for f in found))
-
-
-def _part(blobs: list[rollup_columns.Blobs]) -> rollup_columns.Part | None:
-    """One aggregate's blobs (kept columns, then rows read now) as one part."""
-    blobs = [b for b in blobs if b[0]]
-    if not blobs:
-        return None
-    if len(blobs) == 1:
-        return rollup_columns.part_of(blobs[0])
-    return rollup_columns.part_of(_joined_blobs(list(blobs)))
 
 
 def packed_from_cells(key: bytes, cells: Row) -> Packed:

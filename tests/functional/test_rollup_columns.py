@@ -103,7 +103,8 @@ def test_a_deleted_row_and_a_new_series_are_seen(off_tsdb: TSDB, settled: None) 
                          if key.endswith(host_b) and off_tsdb.layout.parse_row_key(key).tags
                          and int.from_bytes(key[-10:-6], "big") == DAY + 3600)
     table.delete(second_hour_b)
-    points = [DataPoint("m", ts, 4, {"host": "c"}) for ts in range(DAY, DAY + 3600, 10)]
+    # Host c has one more tag: a longer row key than the others (keys of two lengths).
+    points = [DataPoint("m", ts, 4, {"host": "c", "dc": "x"}) for ts in range(DAY, DAY + 3600, 10)]
     assert not any(PointWriter(off_tsdb).write(points))
     compute_rollups(off_tsdb, DAY, DAY + 3600)  # host c's first hour, into the kept range
     for _ in range(2):
