@@ -181,8 +181,10 @@ def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray
 # --- many rows at once, and their columnar form -------------------------------------------
 # A rollup row's cells of one aggregate as columns (what the embedded store keeps beside the
 # cells: app/storage/sqlite_columns.py), one blob: a head (the row key's length, the cell count
-# and the stored value bytes, for the query byte limit), the row key, then each cell's interval
-# offset (``<u2``), its value as a double (``<f8``) and whether it was an integer (``u1``).
+# and the stored value bytes, for the query byte limit), the row key, zeros to a multiple of 8
+# bytes, then each cell's value as a double (``<f8``), interval offset (``<u2``) and whether it
+# was an integer (``u1``), and zeros to a multiple of 8 again (the doubles of joined blobs stay
+# aligned: numpy moves unaligned ones byte by byte).
 # Rows of one metric's series mostly have keys of one length and cells of one count: a range's
 # blobs joined are then a matrix, one row per blob (app/tsdb/rollup_columns.py).
 
@@ -257,7 +259,24 @@ def column_parts(cells: RollupCells, row: int, key: bytes) -> list[tuple[int, by
         pick = np.flatnonzero(ids == aggregator_id) + lo
         head = np.array([(len(key), pick.size, int(cells.width[pick].sum()))], HEAD_DTYPE)
         out.append((aggregator_id, b"".join((
-            head.tobytes(), key, cells.offset[pick].astype("<u2").tobytes(),
+            head.tobytes(), key, bytes(column_padding(len(key))),
             cells.value[pick].astype("<f8").tobytes(),
-            cells.is_int[pick].astype(np.uint8).tobytes()))))
+            cells.offset[pick].astype("<u2").tobytes(),
+            cells.is_int[pick].astype(np.uint8).tobytes(),
+            bytes(-(COLUMN_CELL_BYTES * pick.size) % 8)))))
     return out
+
+
+COLUMN_CELL_BYTES = 8 + 2 + 1  # value, offset, integer flag
+
+
+def column_padding(key_length: int) -> int:
+    """Zeros after a row column's head and key, so its doubles start 8-byte aligned."""
+    return -(HEAD_DTYPE.itemsize + key_length) % 8
+
+
+def column_bytes(key_length: int, cells: int) -> int:
+    """The length of a row column of ``cells`` cells under a key of ``key_length`` bytes."""
+    cell_bytes = COLUMN_CELL_BYTES * cells
+    return (HEAD_DTYPE.itemsize + key_length + column_padding(key_length) + cell_bytes
+            + -cell_bytes % 8)

@@ -17,10 +17,9 @@ import numpy as np
 
 from app.engine.flat import ranges_to_index
 from app.storage.codec_decode import DecodedRow
-from app.storage.codec_rollup import HEAD_DTYPE
+from app.storage.codec_rollup import HEAD_DTYPE, column_bytes, column_padding
 
 HEAD_BYTES = HEAD_DTYPE.itemsize
-CELL_BYTES = 2 + 8 + 1  # offset, value, integer flag
 COLUMN_PREFIX_BYTES = 2  # "t:" in a stored cell's weight
 QUALIFIER_BYTES = 3
 
@@ -33,9 +32,12 @@ class Part:
     row_len: np.ndarray  # per row
     cells: np.ndarray  # per row
     weight: np.ndarray  # per row: stored bytes of its cells, as the raw reader weighs them
-    offsets: np.ndarray  # per cell: intervals from its row's base time
+    # Per cell: intervals from its row's base time, value, integer flag. When every row has
+    # ``width`` cells, matrices of a row each (views of the blob: no copy); else flat.
+    offsets: np.ndarray
     values: np.ndarray
     is_int: np.ndarray
+    width: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,17 +57,21 @@ def part_of(blob: bytes) -> Part:
     when every blob has one key length and cell count, else blob by blob."""
     if not blob:
         return Part(b"", *(np.zeros(0, np.int64),) * 4, np.zeros(0), np.zeros(0, np.bool_))
+    if len(blob) < HEAD_BYTES:
+        raise ValueError("a row column shorter than its head")
     first = np.frombuffer(blob, HEAD_DTYPE, 1)
     length, cells = int(first["row_len"][0]), int(first["cells"][0])
-    size = HEAD_BYTES + length + CELL_BYTES * cells
+    size = column_bytes(length, cells)
     if len(blob) % size == 0:
         matrix = np.frombuffer(blob, np.uint8).reshape(-1, size)
         head = np.ascontiguousarray(matrix[:, :HEAD_BYTES]).view(HEAD_DTYPE).ravel()
         if (head["row_len"] == length).all() and (head["cells"] == cells).all():
-            at = HEAD_BYTES + length
-            return _part(head, matrix[:, HEAD_BYTES:at].tobytes(),
-                         matrix[:, at:at + 2 * cells], matrix[:, at + 2 * cells:at + 10 * cells],
-                         matrix[:, at + 10 * cells:])
+            at = HEAD_BYTES + length + column_padding(length)
+            row_len, count, weight = _weights(head)
+            return Part(matrix[:, HEAD_BYTES:HEAD_BYTES + length].tobytes(), row_len, count,
+                        weight, matrix[:, at + 8 * cells:at + 10 * cells].view("<u2"),
+                        matrix[:, at:at + 8 * cells].view("<f8"),
+                        matrix[:, at + 10 * cells:at + 11 * cells].view(np.bool_), cells)
     return _part_by_blob(blob)
 
 
@@ -76,13 +82,13 @@ def _part_by_blob(blob: bytes) -> Part:
         head = np.frombuffer(blob, HEAD_DTYPE, 1, at)
         length, cells = int(head["row_len"][0]), int(head["cells"][0])
         key_at = at + HEAD_BYTES
-        cells_at = key_at + length
+        cells_at = key_at + length + column_padding(length)
         heads.append(blob[at:key_at])
-        keys.append(blob[key_at:cells_at])
-        offsets.append(blob[cells_at:cells_at + 2 * cells])
-        values.append(blob[cells_at + 2 * cells:cells_at + 10 * cells])
+        keys.append(blob[key_at:key_at + length])
+        values.append(blob[cells_at:cells_at + 8 * cells])
+        offsets.append(blob[cells_at + 8 * cells:cells_at + 10 * cells])
         ints.append(blob[cells_at + 10 * cells:cells_at + 11 * cells])
-        at = cells_at + CELL_BYTES * cells
+        at += column_bytes(length, cells)
     return _part(np.frombuffer(b"".join(heads), HEAD_DTYPE), b"".join(keys),
                  np.frombuffer(b"".join(offsets), np.uint8),
                  np.frombuffer(b"".join(values), np.uint8),
@@ -91,14 +97,17 @@ def _part_by_blob(blob: bytes) -> Part:
 
 def _part(head: np.ndarray, keys: bytes, offsets: np.ndarray, values: np.ndarray,
           ints: np.ndarray) -> Part:
-    """A part from its heads and its cells' bytes (each a byte matrix or run, row order)."""
+    """A part from its heads and its cells' bytes (runs, row after row)."""
+    return Part(keys, *_weights(head), offsets.view("<u2").astype(np.int64), values.view("<f8"),
+                ints.view(np.bool_))
+
+
+def _weights(head: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: key length, cells, stored bytes (key, column name and value per cell)."""
     row_len = head["row_len"].astype(np.int64)
     cells = head["cells"].astype(np.int64)
     weight = cells * (row_len + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + head["value_bytes"]
-    return Part(keys, row_len, cells, weight,
-                np.ascontiguousarray(offsets).view("<u2").ravel().astype(np.int64),
-                np.ascontiguousarray(values).view("<f8").ravel(),
-                np.ascontiguousarray(ints).view(np.bool_).ravel())
+    return row_len, cells, weight
 
 
 def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
@@ -109,7 +118,7 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
     count = len(firsts)
     sizes = np.zeros((2, count), np.int64)
     stored = np.zeros(count, np.int64)
-    total = sum(int(p.offsets.size) for p in present)
+    total = sum(int(p.cells.sum()) for p in present)
     # One block: every part's cells gathered straight into it, series after series.
     whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
                        np.empty(total, np.bool_))
@@ -122,14 +131,23 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
         sid, base = series_of[at:at + rows], base_s[at:at + rows]
         at += rows
         order = np.lexsort((base, sid))  # series after series, each in time order
-        gather = _cell_index(part.cells, order)
-        end = out + gather.size
-        ts_ms = whole.ts_ms[out:end]
-        np.take(part.offsets, gather, out=ts_ms)
-        ts_ms *= interval_s * 1000
-        ts_ms += np.repeat(base[order] * 1000, part.cells[order])
-        np.take(part.values, gather, out=whole.values[out:end])
-        np.take(part.is_int, gather, out=whole.is_int[out:end])
+        end = out + int(part.cells.sum())
+        if part.width:  # whole rows moved at once
+            shape = (rows, part.width)
+            ts_ms = whole.ts_ms[out:end].reshape(shape)
+            ts_ms[...] = part.offsets[order]
+            ts_ms *= interval_s * 1000
+            ts_ms += base[order, None] * 1000
+            np.take(part.values, order, axis=0, out=whole.values[out:end].reshape(shape))
+            np.take(part.is_int, order, axis=0, out=whole.is_int[out:end].reshape(shape))
+        else:
+            gather = _cell_index(part.cells, order)
+            ts_ms = whole.ts_ms[out:end]
+            np.take(part.offsets, gather, out=ts_ms)
+            ts_ms *= interval_s * 1000
+            ts_ms += np.repeat(base[order] * 1000, part.cells[order])
+            np.take(part.values, gather, out=whole.values[out:end])
+            np.take(part.is_int, gather, out=whole.is_int[out:end])
         out = end
         sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
         stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
@@ -193,9 +211,6 @@ def _series_by_key(rows: bytes, lengths: np.ndarray, time_at: int
 
 
 def _cell_index(cells: np.ndarray, order: np.ndarray) -> np.ndarray:
-    """The cells of the rows in ``order``, each row's cells one after the other (rows of
-    equally many cells, the common case, by one broadcast)."""
+    """The cells of the rows in ``order``, each row's cells one after the other."""
     starts = np.cumsum(cells) - cells
-    if cells.size and (cells == cells[0]).all():
-        return (starts[order][:, None] + np.arange(int(cells[0]))).ravel()
     return ranges_to_index(starts[order], cells[order])
