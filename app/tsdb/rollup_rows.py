@@ -20,12 +20,14 @@ length its flags do not give) are decoded cell by cell; they are never kept.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from app.errors import StorageError
 from app.storage.base import (
     SCAN_COLUMNS,
     SCAN_NEWEST,
@@ -46,6 +48,8 @@ from app.storage.codec_rollup import (
 )
 from app.tsdb import hour_cache, rollup_columns
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, CachedRow, HourCache
+
+log = logging.getLogger(__name__)
 
 QUALIFIER_BYTES = 3
 # Warm reads (fewer than this share of the rows missing from the cache) read the missing
@@ -176,7 +180,10 @@ class RowSource:
         columns = able(self.table, SCAN_COLUMNS)
         if (columns is not None and self.cache is None and skip is None
                 and self.time_at is not None):
-            return iter(self._from_columns(columns, ranges))
+            try:
+                return iter(self._from_columns(columns, ranges))
+            except StorageError as exc:  # e.g. a read-only file: the cells alone, as before
+                log.warning("rollup columns unavailable, reading cells: %s", exc.message)
         packed = [row for start, stop in ranges
                   for row in self.table.scan_packed(start, stop, "t", self.prefixes)
                   if skip is None or row[0] not in skip]
