@@ -180,15 +180,17 @@ def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray
 
 # --- many rows at once, and their columnar form -------------------------------------------
 # A rollup row's cells of one aggregate as columns (what the embedded store keeps beside the
-# cells: app/storage/sqlite_columns.py), one blob: a head (the row key's length, the cell count
-# and the stored value bytes, for the query byte limit), the row key, zeros to a multiple of 8
+# cells: app/storage/sqlite_columns.py), one blob: a head (the row key's length, the cell count,
+# the stored value bytes, for the query byte limit, and the newest write time of the row's
+# cells, the hour cache's stamp of it), the row key, zeros to a multiple of 8
 # bytes, then each cell's value as a double (``<f8``), interval offset (``<u2``) and whether it
 # was an integer (``u1``), and zeros to a multiple of 8 again (the doubles of joined blobs stay
 # aligned: numpy moves unaligned ones byte by byte).
 # Rows of one metric's series mostly have keys of one length and cells of one count: a range's
 # blobs joined are then a matrix, one row per blob (app/tsdb/rollup_columns.py).
 
-HEAD_DTYPE = np.dtype([("row_len", "<u2"), ("cells", "<u4"), ("value_bytes", "<u4")])
+HEAD_DTYPE = np.dtype([("row_len", "<u2"), ("cells", "<u4"), ("value_bytes", "<u4"),
+                       ("newest_ms", "<i8")])
 MODERN_QUALIFIER_BYTES = 3
 
 
@@ -250,14 +252,16 @@ def values_of(buf: np.ndarray, at: np.ndarray, size: np.ndarray, flags: np.ndarr
     return out
 
 
-def column_parts(cells: RollupCells, row: int, key: bytes) -> list[tuple[int, bytes]]:
+def column_parts(cells: RollupCells, row: int, key: bytes,
+                 newest_ms: int) -> list[tuple[int, bytes]]:
     """One row's columns per aggregate: ``(aggregator id, blob)``."""
     lo, hi = np.searchsorted(cells.row_of, [row, row + 1])
     ids = cells.aggregator_id[lo:hi]
     out = []
     for aggregator_id in np.unique(ids).tolist():
         pick = np.flatnonzero(ids == aggregator_id) + lo
-        head = np.array([(len(key), pick.size, int(cells.width[pick].sum()))], HEAD_DTYPE)
+        head = np.array([(len(key), pick.size, int(cells.width[pick].sum()), newest_ms)],
+                        HEAD_DTYPE)
         out.append((aggregator_id, b"".join((
             head.tobytes(), key, bytes(column_padding(len(key))),
             cells.value[pick].astype("<f8").tobytes(),

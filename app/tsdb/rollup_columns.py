@@ -32,6 +32,7 @@ class Part:
     row_len: np.ndarray  # per row
     cells: np.ndarray  # per row
     weight: np.ndarray  # per row: stored bytes of its cells, as the raw reader weighs them
+    newest: np.ndarray  # per row: the newest write time of its cells (its cache stamp)
     # Per cell: intervals from its row's base time, value, integer flag. When every row has
     # ``width`` cells, matrices of a row each (views of the blob: no copy); else flat.
     offsets: np.ndarray
@@ -50,13 +51,14 @@ class Joined:
     spans: np.ndarray  # (series, 4)
     rows: np.ndarray
     stored_bytes: np.ndarray
+    row_starts: list[np.ndarray | None]  # per part: each row's first cell in ``whole``
 
 
 def part_of(blob: bytes) -> Part:
     """One aggregate's blobs joined (``codec_rollup.column_parts``) as arrays: by reshaping
     when every blob has one key length and cell count, else blob by blob."""
     if not blob:
-        return Part(b"", *(np.zeros(0, np.int64),) * 4, np.zeros(0), np.zeros(0, np.bool_))
+        return Part(b"", *(np.zeros(0, np.int64),) * 5, np.zeros(0), np.zeros(0, np.bool_))
     if len(blob) < HEAD_BYTES:
         raise ValueError("a row column shorter than its head")
     first = np.frombuffer(blob, HEAD_DTYPE, 1)
@@ -67,9 +69,9 @@ def part_of(blob: bytes) -> Part:
         head = np.ascontiguousarray(matrix[:, :HEAD_BYTES]).view(HEAD_DTYPE).ravel()
         if (head["row_len"] == length).all() and (head["cells"] == cells).all():
             at = HEAD_BYTES + length + column_padding(length)
-            row_len, count, weight = _weights(head)
+            row_len, count, weight, newest = _weights(head)
             return Part(matrix[:, HEAD_BYTES:HEAD_BYTES + length].tobytes(), row_len, count,
-                        weight, matrix[:, at + 8 * cells:at + 10 * cells].view("<u2"),
+                        weight, newest, matrix[:, at + 8 * cells:at + 10 * cells].view("<u2"),
                         matrix[:, at:at + 8 * cells].view("<f8"),
                         matrix[:, at + 10 * cells:at + 11 * cells].view(np.bool_), cells)
     return _part_by_blob(blob)
@@ -102,12 +104,13 @@ def _part(head: np.ndarray, keys: bytes, offsets: np.ndarray, values: np.ndarray
                 ints.view(np.bool_))
 
 
-def _weights(head: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per row: key length, cells, stored bytes (key, column name and value per cell)."""
+def _weights(head: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: key length, cells, stored bytes (key, column name and value per cell), the
+    newest write time."""
     row_len = head["row_len"].astype(np.int64)
     cells = head["cells"].astype(np.int64)
     weight = cells * (row_len + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + head["value_bytes"]
-    return row_len, cells, weight
+    return row_len, cells, weight, head["newest_ms"].astype(np.int64)
 
 
 def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
@@ -124,6 +127,7 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
                        np.empty(total, np.bool_))
     at = out = 0
     row_ids = []
+    row_starts: list[np.ndarray | None] = [None] * len(parts)
     for slot, part in enumerate(parts):
         if part is None:
             continue
@@ -148,6 +152,9 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
             ts_ms += np.repeat(base[order] * 1000, part.cells[order])
             np.take(part.values, gather, out=whole.values[out:end])
             np.take(part.is_int, gather, out=whole.is_int[out:end])
+        starts = np.empty(rows, np.int64)
+        starts[order] = out + np.cumsum(part.cells[order]) - part.cells[order]
+        row_starts[slot] = starts
         out = end
         sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
         stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
@@ -158,7 +165,35 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
                       total_values + ends[1]], axis=1)
     distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
     rows_per_series = np.bincount(distinct >> 32, minlength=count)
-    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored)
+    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored,
+                  row_starts)
+
+
+def row_entries(parts: list[Part | None], joined: Joined
+                ) -> list[tuple[bytes, tuple[int, int, int, int], int, int]] | None:
+    """Each row of the block by itself: ``(key, spans, stored bytes, newest write time)``,
+    as the hour cache keeps rows; None when the value and count parts hold different rows
+    (then only the joined series)."""
+    value, count = (parts + [None])[:2]
+    if value is None or (count is not None and count.rows != value.rows):
+        return None
+    total = int(joined.whole.ts_ms.size)
+    v_start = joined.row_starts[0]
+    assert v_start is not None
+    v_end = v_start + value.cells
+    if count is None:
+        c_start = c_end = np.full(value.cells.size, total, np.int64)
+        weight, newest = value.weight, value.newest
+    else:
+        count_start = joined.row_starts[1]
+        assert count_start is not None
+        c_start, c_end = count_start, count_start + count.cells
+        weight, newest = value.weight + count.weight, np.maximum(value.newest, count.newest)
+    ends = np.cumsum(value.row_len).tolist()
+    keys = [value.rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    return [(key, (a, b, c, d), w, n) for key, a, b, c, d, w, n in zip(
+        keys, v_start.tolist(), v_end.tolist(), c_start.tolist(), c_end.tolist(),
+        weight.tolist(), newest.tolist())]
 
 
 def _series(parts: list[Part], time_at: int

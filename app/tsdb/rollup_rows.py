@@ -178,10 +178,11 @@ class RowSource:
     def _cold(self, ranges: Sequence[tuple[bytes, bytes | None]],
               skip: set[bytes] | None = None) -> Iterator[tuple[bytes, RollupRow]]:
         columns = able(self.table, SCAN_COLUMNS)
-        if (columns is not None and self.cache is None and skip is None
-                and self.time_at is not None):
+        if columns is not None and skip is None and self.time_at is not None:
             try:
-                return iter(self._from_columns(columns, ranges))
+                if self.cache is None:
+                    return iter(self._from_columns(columns, ranges))
+                return iter(self._kept_from_columns(columns, ranges))
             except StorageError as exc:  # e.g. a read-only file: the cells alone, as before
                 log.warning("rollup columns unavailable, reading cells: %s", exc.message)
         packed = [row for start, stop in ranges
@@ -189,11 +190,11 @@ class RowSource:
                   if skip is None or row[0] not in skip]
         return iter(self._decoded_kept(packed))
 
-    def _from_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
-                      ) -> list[tuple[bytes, RollupRow]]:
-        """The rows of ``ranges`` from the columns the store keeps (``rollup_columns``), one
-        joined row per series; rows changed since their columns were put (or never put) are
-        read from their cells, and their columns put again once their span is over."""
+    def _read_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
+                      ) -> tuple[list[rollup_columns.Part | None], list[tuple[bytes, RollupRow]]]:
+        """The wanted aggregates' parts of ``ranges`` from the columns the store keeps (rows
+        changed since their columns were put, or never put, read from their cells, and their
+        columns put again once their span is over), and the rows decoded cell by cell."""
         wanted = [self.wanted.value_id] + (
             [self.wanted.count_id] if self.wanted.count_id is not None else [])
         found = columns.scan_columns(ranges, wanted)
@@ -202,19 +203,45 @@ class RowSource:
         for part in wanted:
             blob = found.parts.get(part, b"") + built.get(part, b"")
             parts.append(rollup_columns.part_of(blob) if blob else None)
+        return parts, loose
+
+    def _from_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
+                      ) -> list[tuple[bytes, RollupRow]]:
+        """The rows of ``ranges`` from columns (``rollup_columns``), one joined row per
+        series (the hour cache off: nothing kept)."""
+        parts, loose = self._read_columns(columns, ranges)
         if all(part is None for part in parts):
             return loose
         assert self.time_at is not None
         whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
-        out = [(key, RollupRow((NO_COUNT, 0), whole.whole, int(stored), None,
-                               spans=(int(a), int(b), int(c), int(d)), kept=False,
-                               rows=int(rows)))
-               for key, (a, b, c, d), rows, stored in zip(
-                   whole.first_keys, whole.spans.tolist(), whole.rows.tolist(),
-                   whole.stored_bytes.tolist())]
-        out += loose
-        out.sort(key=lambda item: item[0])
-        return out
+        return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
+
+    def _kept_from_columns(self, columns: ScanColumns,
+                           ranges: Sequence[tuple[bytes, bytes | None]]
+                           ) -> list[tuple[bytes, RollupRow]]:
+        """The rows of ``ranges`` from columns, each by itself with its stamp (the newest
+        write time kept in its column), the closed and settled ones kept in the hour cache as
+        a cold read from cells keeps them: a fresh process's first read at columnar speed."""
+        parts, loose = self._read_columns(columns, ranges)
+        if all(part is None for part in parts):
+            return loose
+        assert self.time_at is not None and self.cache is not None
+        whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
+        entries = rollup_columns.row_entries(parts, whole)
+        if entries is None:  # sums and counts in different rows: the series, not kept
+            return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
+        for array in (whole.whole.ts_ms, whole.whole.values, whole.whole.is_int):
+            array.flags.writeable = False  # shared with later queries
+        block = Block(whole.whole)
+        rows = [(key, RollupRow((NO_COUNT, newest), whole.whole, weight, block, spans=spans))
+                for key, spans, weight, newest in entries]
+        now_ms = hour_cache.clock_ms()
+        kept = [(key, row) for key, row in rows
+                if hour_cache.keepable(self.base_time(key), self.span_s, row.stamp, now_ms)]
+        if kept:
+            self.cache.put_many(self.space, kept)
+            _SPACES_KEPT.add(self.space)
+        return sorted(rows + loose, key=lambda item: item[0])
 
     def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
                  ranges: Sequence[tuple[bytes, bytes | None]]
@@ -250,7 +277,7 @@ class RowSource:
         for i, row in enumerate(rows):
             if not good[i]:
                 continue
-            parts = column_parts(decoded, i, row[0])
+            parts = column_parts(decoded, i, row[0], row[2])
             for part, blob in parts:
                 if part in wanted:
                     built.setdefault(part, []).append(blob)
@@ -373,6 +400,15 @@ class RowSource:
 # Key spaces this process has kept rows under: a read of another one skips the stamp read
 # (nothing to validate) and reads the values at once, with their stamps in the same statement.
 _SPACES_KEPT: set[str] = set()
+
+
+def _series_rows(whole: rollup_columns.Joined) -> list[tuple[bytes, RollupRow]]:
+    """One row per series of a joined block (never kept: no stamp of its own)."""
+    return [(key, RollupRow((NO_COUNT, 0), whole.whole, int(stored), None,
+                            spans=(int(a), int(b), int(c), int(d)), kept=False, rows=int(rows)))
+            for key, (a, b, c, d), rows, stored in zip(
+                whole.first_keys, whole.spans.tolist(), whole.rows.tolist(),
+                whole.stored_bytes.tolist())]
 
 
 def packed_from_cells(key: bytes, cells: Row) -> Packed:

@@ -144,14 +144,14 @@ def test_column_parts_lay_out_head_key_aligned_doubles_offsets_and_flags() -> No
     values = b"\x05" + b"\xff" + b"\x40\x20\x00\x00"
     cells = decode_modern_rows(qualifiers, values, np.array([3]), np.array([6]))
     key = b"KEY"
-    parts = dict(column_parts(cells, 0, key))
+    parts = dict(column_parts(cells, 0, key, 0x0102030405))
     assert sorted(parts) == [0, 1]
     blob = parts[0]
-    # head: key length 3, 2 cells, 2 value bytes (little-endian), then the key, 3 zeros to
-    # 16 bytes, two doubles, two offsets, two flags, and zeros to a multiple of 8.
-    assert blob[:10] == bytes([3, 0, 2, 0, 0, 0, 2, 0, 0, 0])
-    assert blob[10:16] == b"KEY\x00\x00\x00"
-    assert np.frombuffer(blob, "<f8", 2, 16).tolist() == [5.0, -1.0]
-    assert np.frombuffer(blob, "<u2", 2, 32).tolist() == [1, 2]
-    assert blob[36:38] == b"\x01\x01" and blob[38:] == bytes(2) and len(blob) == 40
+    # head: key length 3, 2 cells, 2 value bytes, newest write time (little-endian), then the
+    # key, 3 zeros to 24 bytes, two doubles, two offsets, two flags, zeros to a multiple of 8.
+    assert blob[:18] == bytes([3, 0, 2, 0, 0, 0, 2, 0, 0, 0, 5, 4, 3, 2, 1, 0, 0, 0])
+    assert blob[18:24] == b"KEY\x00\x00\x00"
+    assert np.frombuffer(blob, "<f8", 2, 24).tolist() == [5.0, -1.0]
+    assert np.frombuffer(blob, "<u2", 2, 40).tolist() == [1, 2]
+    assert blob[44:46] == b"\x01\x01" and blob[46:] == bytes(2) and len(blob) == 48
     assert len(blob) == column_bytes(len(key), 2) and len(parts[1]) == column_bytes(3, 1)
