@@ -16,6 +16,7 @@ from flask.testing import FlaskClient
 
 from app.storage.base import SCAN_COLUMNS, able, prefix_stop
 from app.tsdb import TSDB
+from app.tsdb.hour_cache import cache_for
 from app.tsdb.rollups import compute_rollups
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb
@@ -155,3 +156,22 @@ def test_a_fresh_process_answers_from_the_kept_columns(off_tsdb: TSDB, settled: 
                            json.dumps(list(expected))], check=True, timeout=60,
                           capture_output=True, text=True)
     assert json.loads(done.stdout.strip().splitlines()[-1]) == expected
+
+
+def test_with_the_cache_on_a_first_read_from_columns_is_kept(off_tsdb: TSDB,
+                                                             settled: None) -> None:
+    """A fresh process with the hour cache: its first read takes the rows from the columns
+    (built by a cache-off read here) and keeps them; the next read answers from the cache."""
+    off = app_over(off_tsdb).test_client()
+    expected = {m: _query(off, m) for m in QUERIES}
+    assert _dirty(off_tsdb, "1m") in ([], None) and _dirty(off_tsdb, "1h") in ([], None)
+    cached = make_tsdb({**off_tsdb.config, "tsd.query.cache.max_bytes": 64 << 20})
+    on = app_over(cached).test_client()
+    for m in QUERIES:
+        assert _query(on, m) == expected[m]  # from the columns, kept
+    cache = cache_for(cached)
+    assert cache is not None
+    hits = cache.stats.hits + cache.stats.range_hits
+    for m in QUERIES:
+        assert _query(on, m) == expected[m]  # from the cache
+    assert cache.stats.hits + cache.stats.range_hits > hits
