@@ -197,6 +197,42 @@ CASES = [
 ]
 
 
+def first_query_ms(env: dict[str, str], m: str, start: int, end: int) -> float:
+    """The first query of a freshly started server (1 worker): no hour cache, no UID cache,
+    no page of the store in SQLite's cache yet (the OS page cache may hold the file)."""
+    with gunicorn_server(env, workers=1) as url:
+        begin = time.perf_counter()
+        pytsd_query(url, m, start, end)()
+        return (time.perf_counter() - begin) * 1000
+
+
+def cold_rows(env: dict[str, str], vm_url: str) -> None:
+    """Issue 26 item 3: every rollup (and raw) case from a fresh server process, and with
+    the hour cache off (``tsd.query.cache.max_bytes`` 0: what a node that has not seen the
+    range, or has evicted it, reads), beside VictoriaMetrics' warm median."""
+    off_env = {**env, env_name("tsd.query.cache.max_bytes"): "0"}
+    print(f"{'cold reads':44} {'pytsd':>12} {'VictoriaMetrics':>18} {'ratio':>7}")
+    with gunicorn_server(off_env, workers=1) as off_url:
+        for name, m, promql, step, start, end in CASES:
+            if "one series" in name or "host=*" in name:
+                continue
+            query = m if "rollups" in name else m.replace("sum:", "sum:rollup_raw:", 1)
+            (vm_s, _), (off_s, _) = timed([vm_query(vm_url, promql, start, end, step),
+                                           pytsd_query(off_url, query, start, end)])
+            print(f"{name + ' cache off':44} {off_s * 1000:9.1f} ms {vm_s * 1000:15.1f} ms "
+                  f"{off_s / vm_s:6.2f}x")
+            if "rollups" not in name:
+                rolled = m  # the same from the 1-minute rollup table, cache off
+                (vm_s, _), (off_s, _) = timed([vm_query(vm_url, promql, start, end, step),
+                                               pytsd_query(off_url, rolled, start, end)])
+                print(f"{name + ' rollups, cache off':44} {off_s * 1000:9.1f} ms "
+                      f"{vm_s * 1000:15.1f} ms {off_s / vm_s:6.2f}x")
+            fresh = sorted(first_query_ms(env, query, start, end) for _ in range(3))
+            print(f"{name + ' fresh process (3 starts)':44} {fresh[1]:9.1f} ms "
+                  f"(min {fresh[0]:.0f}, max {fresh[2]:.0f}) {vm_s * 1000:9.1f} ms "
+                  f"{fresh[1] / 1000 / vm_s:6.2f}x")
+
+
 def load_store(settings: dict[str, str]) -> None:
     tsdb = TSDB(load_config(settings, {}))
     create_tables(tsdb.store, tsdb.config)
@@ -244,6 +280,7 @@ def main() -> int:
             for (label, _), (ours_s, points) in zip(variants, ours):
                 print(f"{name + label:44} {ours_s * 1000:9.1f} ms {points:>9,} pts "
                       f"{vm_s * 1000:9.1f} ms {vm_points:>7,} {ours_s / vm_s:6.2f}x")
+        cold_rows(env, vm_url)
     return 0
 
 

@@ -313,6 +313,42 @@ class PutBlock(Protocol):
 
 
 @dataclass(frozen=True)
+class ColumnsRead:
+    """What :meth:`ScanColumns.scan_columns` found: the rows whose columns are not current
+    (changed since they were put, or never put), each with the generation to put them at,
+    and per part asked, the current rows' blobs of it joined (in no promised order: a blob
+    is the caller's, so it names its row itself)."""
+
+    dirty: list[tuple[bytes, int]]
+    parts: dict[int, bytes]
+
+
+@dataclass(frozen=True)
+class ColumnsPut:
+    """One row's columns: ``parts`` as ``(part, blob)``, made from its cells read at
+    ``generation`` (:attr:`ColumnsRead.dirty`)."""
+
+    row: bytes
+    generation: int
+    parts: Sequence[tuple[int, bytes]]
+
+
+@runtime_checkable
+class ScanColumns(Protocol):
+    def scan_columns(self, ranges: Sequence[tuple[bytes, bytes | None]],
+                     parts: Sequence[int]) -> ColumnsRead:
+        """The columnar form the caller put (:meth:`put_columns`) of the rows of ``ranges``,
+        for the rows no cell of which changed since; the others listed. The store keeps it
+        beside the cells and never returns a part of a row changed after it was put."""
+        ...
+
+    def put_columns(self, rows: Sequence[ColumnsPut]) -> int:
+        """Keep each row's parts (replacing its earlier ones) unless a cell of it changed
+        since the generation given; the rows kept."""
+        ...
+
+
+@dataclass(frozen=True)
 class Ability(Generic[A]):
     """One optional ability: the name a table declares, the protocol that types it."""
 
@@ -334,11 +370,12 @@ SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
 PUT_BLOCK: Ability[PutBlock] = Ability("put_block", PutBlock)
 ROW_REGEX: Ability[RowRegex] = Ability("with_row_regex", RowRegex)
+SCAN_COLUMNS: Ability[ScanColumns] = Ability("scan_columns", ScanColumns)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
     SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK, ROW_REGEX)
+    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS)
 """Every optional ability (its name is the method it adds)."""
 
 

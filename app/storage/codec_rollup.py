@@ -176,3 +176,111 @@ def encode_rollup_cells(ts_s: np.ndarray, base_s: np.ndarray, values: np.ndarray
     starts = ends - width
     return ([qualifier_buf[i:i + 3] for i in range(0, 3 * count, 3)],
             [value_buf[s:e] for s, e in zip(starts.tolist(), ends.tolist())])
+
+
+# --- many rows at once, and their columnar form -------------------------------------------
+# A rollup row's cells of one aggregate as columns (what the embedded store keeps beside the
+# cells: app/storage/sqlite_columns.py), one blob: a head (the row key's length, the cell count,
+# the stored value bytes, for the query byte limit, and the newest write time of the row's
+# cells, the hour cache's stamp of it), the row key, zeros to a multiple of 8
+# bytes, then each cell's value as a double (``<f8``), interval offset (``<u2``) and whether it
+# was an integer (``u1``), and zeros to a multiple of 8 again (the doubles of joined blobs stay
+# aligned: numpy moves unaligned ones byte by byte).
+# Rows of one metric's series mostly have keys of one length and cells of one count: a range's
+# blobs joined are then a matrix, one row per blob (app/tsdb/read/rollup_columns.py).
+
+HEAD_DTYPE = np.dtype([("row_len", "<u2"), ("cells", "<u4"), ("value_bytes", "<u4"),
+                       ("newest_ms", "<i8")])
+MODERN_QUALIFIER_BYTES = 3
+
+
+class RollupCells(NamedTuple):
+    """The cells of many rows in the modern layout, decoded (one entry per cell, rows one
+    after the other, each row's cells in qualifier order), and which rows add up."""
+
+    row_of: np.ndarray  # the cell's row (index into the rows given)
+    aggregator_id: np.ndarray
+    offset: np.ndarray  # intervals from the row's base time
+    value: np.ndarray  # float64; NaN for a malformed value
+    is_int: np.ndarray
+    width: np.ndarray  # the value's stored bytes
+    good: np.ndarray  # per row: its values add up to its cells' widths
+
+
+def decode_modern_rows(qualifiers: bytes, values: bytes, cells: np.ndarray,
+                       value_lengths: np.ndarray) -> RollupCells:
+    """Rows of 3-byte qualifiers (``cells`` per row, qualifiers and values of all rows joined,
+    ``value_lengths`` the value bytes per row) decoded in one vectorised pass."""
+    quals = np.frombuffer(qualifiers, np.uint8).reshape(-1, MODERN_QUALIFIER_BYTES)
+    vals = np.frombuffer(values, np.uint8)
+    row_of = np.repeat(np.arange(cells.size), cells)
+    word = (quals[:, 1].astype(np.int64) << 8) | quals[:, 2]
+    flags = word & FLAGS_MASK
+    width = (flags & 0x7) + 1
+    ends = np.cumsum(width)
+    row_first = np.cumsum(cells) - cells
+    nonempty = cells > 0
+    good = np.zeros(cells.size, bool)
+    first, last = row_first[nonempty], (row_first + cells - 1)[nonempty]
+    good[nonempty] = ends[last] - (ends[first] - width[first]) == value_lengths[nonempty]
+    v_start = np.cumsum(value_lengths) - value_lengths
+    # A cell's first byte: its row's first value byte plus the widths before it in the row.
+    before = np.zeros(cells.size, np.int64)
+    before[nonempty] = ends[first] - width[first]
+    at = v_start[row_of] + (ends - width) - before[row_of]
+    take = good[row_of] if row_of.size else np.zeros(0, bool)
+    return RollupCells(row_of, (quals[:, 0] & AGGREGATOR_MASK).astype(np.int64),
+                       word >> FLAG_BITS, values_of(vals, at, width, flags, take),
+                       (flags & 0x8) == 0, width, good)
+
+
+def values_of(buf: np.ndarray, at: np.ndarray, size: np.ndarray, flags: np.ndarray,
+              mask: np.ndarray) -> np.ndarray:
+    """Values as raw points store them: the last ``(flags & 7) + 1`` bytes, big-endian,
+    a float when ``flags & 8``; NaN where the cell is malformed (or not in ``mask``)."""
+    out = np.full(at.size, np.nan)
+    width = (flags & 0x7) + 1
+    for is_float, length, dtype in ((False, 1, "i1"), (False, 2, ">i2"), (False, 4, ">i4"),
+                                    (False, 8, ">i8"), (True, 4, ">f4"), (True, 8, ">f8")):
+        pick = mask & (width == length) & (((flags & 0x8) != 0) == is_float)
+        pick &= size >= length
+        if not pick.any():
+            continue
+        start = at[pick] + size[pick] - length
+        raw = buf[start[:, None] + np.arange(length)]
+        out[pick] = np.ascontiguousarray(raw).view(dtype).ravel().astype(np.float64)
+    return out
+
+
+def column_parts(cells: RollupCells, row: int, key: bytes,
+                 newest_ms: int) -> list[tuple[int, bytes]]:
+    """One row's columns per aggregate: ``(aggregator id, blob)``."""
+    lo, hi = np.searchsorted(cells.row_of, [row, row + 1])
+    ids = cells.aggregator_id[lo:hi]
+    out = []
+    for aggregator_id in np.unique(ids).tolist():
+        pick = np.flatnonzero(ids == aggregator_id) + lo
+        head = np.array([(len(key), pick.size, int(cells.width[pick].sum()), newest_ms)],
+                        HEAD_DTYPE)
+        out.append((aggregator_id, b"".join((
+            head.tobytes(), key, bytes(column_padding(len(key))),
+            cells.value[pick].astype("<f8").tobytes(),
+            cells.offset[pick].astype("<u2").tobytes(),
+            cells.is_int[pick].astype(np.uint8).tobytes(),
+            bytes(-(COLUMN_CELL_BYTES * pick.size) % 8)))))
+    return out
+
+
+COLUMN_CELL_BYTES = 8 + 2 + 1  # value, offset, integer flag
+
+
+def column_padding(key_length: int) -> int:
+    """Zeros after a row column's head and key, so its doubles start 8-byte aligned."""
+    return -(HEAD_DTYPE.itemsize + key_length) % 8
+
+
+def column_bytes(key_length: int, cells: int) -> int:
+    """The length of a row column of ``cells`` cells under a key of ``key_length`` bytes."""
+    cell_bytes = COLUMN_CELL_BYTES * cells
+    return (HEAD_DTYPE.itemsize + key_length + column_padding(key_length) + cell_bytes
+            + -cell_bytes % 8)

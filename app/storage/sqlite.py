@@ -25,7 +25,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.errors import StorageError
-from app.storage.base import CellBlock, Row, StoreSpace, prefix_stop
+from app.storage import sqlite_columns
+from app.storage.base import CellBlock, ColumnsPut, ColumnsRead, Row, StoreSpace, prefix_stop
 from app.storage.sqlite_block import fits
 from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
 from app.storage.sqlite_space import (
@@ -59,7 +60,7 @@ CREATE TABLE IF NOT EXISTS cells (
 -- The hour cache reads each row's stamp (cells, newest write time) from here, not from the
 -- cells: their values overflow into other pages, which a read of ts would walk.
 CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
-""" + STAGING_SCHEMA
+""" + STAGING_SCHEMA + sqlite_columns.SCHEMA
 BUSY_TIMEOUT_S = 30.0
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
 PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
@@ -100,6 +101,7 @@ class SqliteStore:
         self.page_size = page_size
         self._local = threading.local()
         self._known_tables: set[str] = set()
+        self._columns_on: set[str] = set()  # tables whose row columns are kept (seen so)
         self._group = GroupCommit(self)
         self._write_lock = WriteLock(self.path + ".writelock")
         self._writer: tuple[int, sqlite3.Connection] | None = None
@@ -231,7 +233,7 @@ class SqliteTable:
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
                            "range_newest", "scan_packed", "scan_newest", "version",
-                           "space_used", "put_block"})
+                           "space_used", "put_block", "scan_columns"})
 
     def __init__(self, store: SqliteStore, name: str) -> None:
         self.store = store
@@ -503,6 +505,30 @@ class SqliteTable:
         cursor.arraysize = 1000
         while batch := cursor.fetchmany():
             yield from batch
+
+    def scan_columns(self, ranges: Sequence[tuple[bytes, bytes | None]],
+                     parts: Sequence[int]) -> ColumnsRead:
+        """The kept columnar parts of the rows of ``ranges`` (``sqlite_columns``): each part
+        one joined blob per column over all current rows; the rows changed since listed. The
+        first call on a table starts keeping them (its rows all listed, once)."""
+        self._settle()
+        if self.name not in self.store._columns_on:
+            if not sqlite_columns.enabled(self._db(), self.name):
+                with self.store.transaction() as db:
+                    sqlite_columns.enable(db, self.name)
+            self.store._columns_on.add(self.name)
+        return sqlite_columns.scan(self._db(), self.name, ranges, parts)
+
+    def put_columns(self, rows: Sequence[ColumnsPut]) -> int:
+        """Keep the rows' parts, each only if no cell of it changed since it was read."""
+        if not rows:
+            return 0
+        with self.store.transaction() as db:
+            if has_staged(db, self.name):  # staged cells mark their rows as they merge
+                merge_staged(db, self.name, self.store.pack_cells)
+            if not sqlite_columns.enabled(db, self.name):
+                return 0  # nothing marks its rows yet: scan_columns starts that
+            return sqlite_columns.put(db, self.name, rows)
 
     def scan_newest(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int]]:

@@ -79,6 +79,19 @@ def test_query_case_with_rollups_by_coverage(case: dict[str, Any], tsd_config: d
     _check(tsdb, app.test_client(), case, request)
 
 
+@pytest.mark.parametrize("case", _downsampled(load_cases()))
+def test_query_case_with_rollups_cache_off(case: dict[str, Any], tsd_config: dict[str, Any],
+                                           request: pytest.FixtureRequest) -> None:
+    """The same with the hour cache off: the embedded store answers from the row columns
+    it keeps beside the rollup cells (built by the first read, read by the next two, which
+    count the rows as closed: ``assert_same_when_warm``), HBase from the cells."""
+    tsd_config.update(case.get("config", {}))
+    tsd_config.update({**ROLLUP_SETTINGS, "tsd.query.cache.max_bytes": 0})
+    tsdb: TSDB = request.getfixturevalue("tsdb")
+    client: FlaskClient = request.getfixturevalue("client")
+    _check(tsdb, client, case, request)
+
+
 def _check(tsdb: TSDB, client: FlaskClient, case: dict[str, Any],
            request: pytest.FixtureRequest) -> None:
     now_s = int(time.time())

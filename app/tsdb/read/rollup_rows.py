@@ -20,18 +20,37 @@ length its flags do not give) are decoded cell by cell; they are never kept.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from app.storage.base import SCAN_NEWEST, SCAN_PACKED, Row, able
+from app.errors import StorageError
+from app.storage.base import (
+    SCAN_COLUMNS,
+    SCAN_NEWEST,
+    SCAN_PACKED,
+    ColumnsPut,
+    Row,
+    ScanColumns,
+    able,
+)
 from app.storage.codec import FLAG_BITS, FLAGS_MASK
 from app.storage.codec_decode import DecodedRow
-from app.storage.codec_rollup import AGGREGATOR_MASK, decode_rollup_cell
+from app.storage.codec_rollup import (
+    AGGREGATOR_MASK,
+    column_parts,
+    decode_modern_rows,
+    decode_rollup_cell,
+    values_of,
+)
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, CachedRow, HourCache
+from app.tsdb.read import rollup_columns
+
+log = logging.getLogger(__name__)
 
 QUALIFIER_BYTES = 3
 # Warm reads (fewer than this share of the rows missing from the cache) read the missing
@@ -39,6 +58,9 @@ QUALIFIER_BYTES = 3
 COLD_SHARE = 4
 COLUMN_PREFIX_BYTES = 2  # "t:" in a stored cell's weight
 NO_COUNT = -1  # the cell count of a stamp that has only the newest write time
+# Rows changed since their columns were put, up to which they are read by key (beyond it,
+# the ranges are read again).
+FEW_DIRTY_ROWS = 64
 
 Packed = tuple[bytes, int, int, bytes, bytes]
 """``(row, cells, newest write time in ms, qualifiers joined, values joined)``."""
@@ -95,7 +117,7 @@ class RowSource:
 
     def __init__(self, table: Any, wanted: Wanted, interval_s: int, span_s: int,
                  base_time: Callable[[bytes], int], series_key: Callable[[bytes], bytes],
-                 cache: HourCache | None) -> None:
+                 cache: HourCache | None, time_at: int | None = None) -> None:
         self.table = table
         self.wanted = wanted
         self.interval_s = interval_s
@@ -106,6 +128,7 @@ class RowSource:
         self.space = wanted.space(table.name)
         self.newest_only = able(table, SCAN_NEWEST) is not None
         self.prefixes = wanted.prefixes()
+        self.time_at = time_at  # where a row key's base time starts (None: unknown)
 
     def rows(self, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes,
                                                                                   RollupRow]]:
@@ -155,10 +178,117 @@ class RowSource:
 
     def _cold(self, ranges: Sequence[tuple[bytes, bytes | None]],
               skip: set[bytes] | None = None) -> Iterator[tuple[bytes, RollupRow]]:
+        columns = able(self.table, SCAN_COLUMNS)
+        if columns is not None and skip is None and self.time_at is not None:
+            try:
+                if self.cache is None:
+                    return iter(self._from_columns(columns, ranges))
+                return iter(self._kept_from_columns(columns, ranges))
+            except StorageError as exc:  # e.g. a read-only file: the cells alone, as before
+                log.warning("rollup columns unavailable, reading cells: %s", exc.message)
         packed = [row for start, stop in ranges
                   for row in self.table.scan_packed(start, stop, "t", self.prefixes)
                   if skip is None or row[0] not in skip]
         return iter(self._decoded_kept(packed))
+
+    def _read_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
+                      ) -> tuple[list[rollup_columns.Part | None], list[tuple[bytes, RollupRow]]]:
+        """The wanted aggregates' parts of ``ranges`` from the columns the store keeps (rows
+        changed since their columns were put, or never put, read from their cells, and their
+        columns put again once their span is over), and the rows decoded cell by cell."""
+        wanted = [self.wanted.value_id] + (
+            [self.wanted.count_id] if self.wanted.count_id is not None else [])
+        found = columns.scan_columns(ranges, wanted)
+        built, loose = self._rebuilt(columns, found.dirty, ranges)
+        parts: list[rollup_columns.Part | None] = []
+        for part in wanted:
+            blob = found.parts.get(part, b"") + built.get(part, b"")
+            parts.append(rollup_columns.part_of(blob) if blob else None)
+        return parts, loose
+
+    def _from_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
+                      ) -> list[tuple[bytes, RollupRow]]:
+        """The rows of ``ranges`` from columns (``rollup_columns``), one joined row per
+        series (the hour cache off: nothing kept)."""
+        parts, loose = self._read_columns(columns, ranges)
+        if all(part is None for part in parts):
+            return loose
+        assert self.time_at is not None
+        whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
+        return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
+
+    def _kept_from_columns(self, columns: ScanColumns,
+                           ranges: Sequence[tuple[bytes, bytes | None]]
+                           ) -> list[tuple[bytes, RollupRow]]:
+        """The rows of ``ranges`` from columns, each by itself with its stamp (the newest
+        write time kept in its column), the closed and settled ones kept in the hour cache as
+        a cold read from cells keeps them: a fresh process's first read at columnar speed."""
+        parts, loose = self._read_columns(columns, ranges)
+        if all(part is None for part in parts):
+            return loose
+        assert self.time_at is not None and self.cache is not None
+        whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
+        entries = rollup_columns.row_entries(parts, whole)
+        if entries is None:  # sums and counts in different rows: the series, not kept
+            return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
+        for array in (whole.whole.ts_ms, whole.whole.values, whole.whole.is_int):
+            array.flags.writeable = False  # shared with later queries
+        block = Block(whole.whole)
+        rows = [(key, RollupRow((NO_COUNT, newest), whole.whole, weight, block, spans=spans))
+                for key, spans, weight, newest in entries]
+        now_ms = hour_cache.clock_ms()
+        kept = [(key, row) for key, row in rows
+                if hour_cache.keepable(self.base_time(key), self.span_s, row.stamp, now_ms)]
+        if kept:
+            self.cache.put_many(self.space, kept)
+            _SPACES_KEPT.add(self.space)
+        return sorted(rows + loose, key=lambda item: item[0])
+
+    def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
+                 ranges: Sequence[tuple[bytes, bytes | None]]
+                 ) -> tuple[dict[int, bytes], list[tuple[bytes, RollupRow]]]:
+        """The dirty rows read from their cells: their wanted parts as joined blobs, the rows
+        not in the modern layout decoded cell by cell; the columns of every row whose span
+        is over put back (each only if unchanged since this read)."""
+        if not dirty:
+            return {}, []
+        generation = dict(dirty)
+        if len(dirty) <= FEW_DIRTY_ROWS:
+            packed = [row for key, _ in dirty
+                      for row in self.table.scan_packed(key, key + b"\x00", "t", [b""])]
+        else:
+            packed = [row for start, stop in ranges
+                      for row in self.table.scan_packed(start, stop, "t", [b""])
+                      if row[0] in generation]
+        cells = np.fromiter((row[1] for row in packed), np.int64, len(packed))
+        q_len = np.fromiter((len(row[3]) for row in packed), np.int64, len(packed))
+        modern = (q_len == QUALIFIER_BYTES * cells).tolist()
+        rows = [row for row, ok in zip(packed, modern) if ok]
+        decoded = decode_modern_rows(
+            b"".join(row[3] for row in rows), b"".join(row[4] for row in rows),
+            np.fromiter((row[1] for row in rows), np.int64, len(rows)),
+            np.fromiter((len(row[4]) for row in rows), np.int64, len(rows)))
+        good = decoded.good.tolist()
+        loose = [(row[0], self._decode_cells(row)) for row, ok in zip(packed, modern) if not ok]
+        loose += [(row[0], self._decode_cells(row)) for row, ok in zip(rows, good) if not ok]
+        wanted = {self.wanted.value_id, self.wanted.count_id}
+        built: dict[int, list[bytes]] = {}
+        puts = []
+        now_s = hour_cache.clock_ms() // 1000
+        for i, row in enumerate(rows):
+            if not good[i]:
+                continue
+            parts = column_parts(decoded, i, row[0], row[2])
+            for part, blob in parts:
+                if part in wanted:
+                    built.setdefault(part, []).append(blob)
+            if self.base_time(row[0]) + self.span_s <= now_s:
+                puts.append(ColumnsPut(row[0], generation[row[0]], parts))
+        seen = {row[0] for row in packed}
+        now_closed = [ColumnsPut(key, number, []) for key, number in dirty
+                      if key not in seen and self.base_time(key) + self.span_s <= now_s]
+        columns.put_columns(puts + now_closed)
+        return ({part: b"".join(found) for part, found in built.items()}, loose)
 
     def _decoded_kept(self, packed: list[Packed]) -> list[tuple[bytes, RollupRow]]:
         """Decode, and keep the closed, settled rows in the cache."""
@@ -214,7 +344,7 @@ class RowSource:
         take = (kind >= 0) & good[row_of]
         bases = np.fromiter((self.base_time(row[0]) for row in rows), np.int64, len(rows))
         ts_ms = (bases[row_of] + (word >> FLAG_BITS) * self.interval_s) * 1000
-        values = _values(vals, at, width, flags, take)
+        values = values_of(vals, at, width, flags, take)
         row_of, kind, ts_ms, values = row_of[take], kind[take], ts_ms[take], values[take]
         is_int = (flags[take] & 0x8) == 0
         # Kind-major: every row's value cells, then every row's count cells.
@@ -273,6 +403,15 @@ class RowSource:
 _SPACES_KEPT: set[str] = set()
 
 
+def _series_rows(whole: rollup_columns.Joined) -> list[tuple[bytes, RollupRow]]:
+    """One row per series of a joined block (never kept: no stamp of its own)."""
+    return [(key, RollupRow((NO_COUNT, 0), whole.whole, int(stored), None,
+                            spans=(int(a), int(b), int(c), int(d)), kept=False, rows=int(rows)))
+            for key, (a, b, c, d), rows, stored in zip(
+                whole.first_keys, whole.spans.tolist(), whole.rows.tolist(),
+                whole.stored_bytes.tolist())]
+
+
 def packed_from_cells(key: bytes, cells: Row) -> Packed:
     """A row fetched as ``{column: value}`` (by key) in the joined form."""
     data = [(column[COLUMN_PREFIX_BYTES:], value) for column, value in cells.items()
@@ -290,21 +429,3 @@ def _ascending(group: np.ndarray, ts_ms: np.ndarray) -> bool:
     """Cells sorted by group, then strictly by time within a group."""
     step = np.diff(group)
     return bool(np.all(step >= 0) and np.all((step > 0) | (np.diff(ts_ms) > 0)))
-
-
-def _values(buf: np.ndarray, at: np.ndarray, size: np.ndarray, flags: np.ndarray,
-            mask: np.ndarray) -> np.ndarray:
-    """Values as raw points store them: the last ``(flags & 7) + 1`` bytes, big-endian,
-    a float when ``flags & 8``; NaN where the cell is malformed."""
-    out = np.full(at.size, np.nan)
-    width = (flags & 0x7) + 1
-    for is_float, length, dtype in ((False, 1, "i1"), (False, 2, ">i2"), (False, 4, ">i4"),
-                                    (False, 8, ">i8"), (True, 4, ">f4"), (True, 8, ">f8")):
-        pick = mask & (width == length) & (((flags & 0x8) != 0) == is_float)
-        pick &= size >= length
-        if not pick.any():
-            continue
-        start = at[pick] + size[pick] - length
-        raw = buf[start[:, None] + np.arange(length)]
-        out[pick] = np.ascontiguousarray(raw).view(dtype).ravel().astype(np.float64)
-    return out

@@ -97,7 +97,8 @@ class RollupReader(RowReader):
         wanted = Wanted(self.value_id, self.aggregate, self.count_id)
         cache = cache_for(self.tsdb) if self.plan.cache.rows else None
         return RowSource(self.table(), wanted, self.interval.interval_s, self.row_span_s,
-                         self.base_time, self._series_key, cache)
+                         self.base_time, self._series_key, cache,
+                         time_at=self.layout.salt_width + self.layout.metric_width)
 
     def _series_key(self, key: bytes) -> bytes:
         time_at = self.layout.salt_width + self.layout.metric_width

@@ -15,6 +15,7 @@ from app.storage.base import (
     RANGE_NEWEST,
     RANGE_STAMP,
     ROW_REGEX,
+    SCAN_COLUMNS,
     SCAN_MANY,
     SCAN_NEWEST,
     SCAN_PACKED,
@@ -25,6 +26,7 @@ from app.storage.base import (
     VERSIONED,
     Ability,
     CellBlock,
+    ColumnsPut,
     Table,
     able,
     prefix_stop,
@@ -278,3 +280,46 @@ def test_with_row_regex_keeps_the_rows_whose_key_matches(table: Table) -> None:
     odd = filtering.with_row_regex("(?s)'\\x{5c}E\\x{e9}\\x{fffd}$")
     assert [key for key, _ in odd.scan(keys_only=True)] == [keys[3]]
     assert [key for key, _ in table.scan()] == keys  # the table itself is not narrowed
+def _blobs(joined: bytes) -> list[bytes]:
+    """The 4-byte blobs the tests put, out of a part's join (in no promised order)."""
+    return sorted(joined[i:i + 4] for i in range(0, len(joined), 4))
+
+
+def test_scan_columns_returns_what_was_put_until_a_cell_of_the_row_changes(
+        table: Table, three_rows: tuple[int, int]) -> None:
+    columns = _declared(table, SCAN_COLUMNS)
+    first = columns.scan_columns([(b"a", b"c")], [7])
+    assert first.dirty == [(b"a", 0), (b"b", 0)]  # every row, before any put
+    assert first.parts == {7: b""}
+    kept = columns.put_columns([ColumnsPut(b"a", 0, [(7, b"a7.."), (8, b"a8..")]),
+                                ColumnsPut(b"b", 0, [(7, b"b7..")])])
+    assert kept == 2
+    found = columns.scan_columns([(b"a", b"c")], [7, 8])
+    assert found.dirty == []
+    assert _blobs(found.parts[7]) == [b"a7..", b"b7.."] and found.parts[8] == b"a8.."
+    # Any change to a cell of row a (a put, an append, a delete): its parts are not returned.
+    for change in (lambda: table.put(b"a", {b"t:\x00\x30": b"\x05"}),
+                   lambda: table.append(b"a", b"t:\x05\x00\x00", b"\x00\x40\x06"),
+                   lambda: table.delete(b"a", [b"t:\x00\x30"])):
+        change()
+        found = columns.scan_columns([(b"a", b"c")], [7, 8])
+        assert [key for key, _ in found.dirty] == [b"a"]
+        assert found.parts == {7: b"b7..", 8: b""}
+        generation = found.dirty[0][1]
+        # Put with the generation read: current again (its earlier parts replaced).
+        assert columns.put_columns([ColumnsPut(b"a", generation, [(7, b"A7..")])]) == 1
+        found = columns.scan_columns([(b"a", b"c")], [7, 8])
+        assert _blobs(found.parts[7]) == [b"A7..", b"b7.."] and found.parts[8] == b""
+
+
+def test_put_columns_refuses_a_row_written_since_it_was_read(
+        table: Table, three_rows: tuple[int, int]) -> None:
+    columns = _declared(table, SCAN_COLUMNS)
+    (key, generation), *_ = columns.scan_columns([(b"a", b"b")], [7]).dirty
+    table.put(b"a", {b"t:\x00\x30": b"\x05"})  # after the read, before the put
+    assert columns.put_columns([ColumnsPut(key, generation, [(7, b"old.")])]) == 0
+    found = columns.scan_columns([(b"a", b"b")], [7])
+    assert [row for row, _ in found.dirty] == [b"a"] and found.parts[7] == b""
+    # A new row in the range is listed too.
+    table.put(b"ab", {b"t:\x00\x00": b"\x01"})
+    assert [row for row, _ in columns.scan_columns([(b"a", b"b")], [7]).dirty] == [b"a", b"ab"]

@@ -11,6 +11,9 @@ from hypothesis import strategies as st
 
 from app.storage.codec_rollup import (
     build_rollup_qualifier,
+    column_bytes,
+    column_parts,
+    decode_modern_rows,
     decode_rollup_cell,
     encode_rollup_cells,
     rollup_base_time,
@@ -117,3 +120,38 @@ def test_vectorised_cells_equal_one_by_one(points: list[tuple[int, int | float]]
             number = int(longs[i]) if as_int[i] else float(values[i])
             assert (qualifier, raw) == rollup_cell(int(stamps[i]), TOP, number, 3, 60, 60,
                                                    wide_floats=wide)
+
+
+# --- many rows at once, and their columnar form -------------------------------------------
+
+def test_decode_modern_rows_decodes_every_aggregate_and_flags_rows_that_do_not_add_up() -> None:
+    # Row 0: sum (id 0) of the 2nd interval = 5 (a 1-byte long), count (id 1) of it = 2.5
+    # (a 4-byte float); row 1: one cell whose flags say 2 bytes but whose value has 1.
+    qualifiers = b"\x00\x00\x10" + b"\x01\x00\x1b" + b"\x00\x00\x01"
+    values = b"\x05" + b"\x40\x20\x00\x00" + b"\x07"
+    cells = decode_modern_rows(qualifiers, values, np.array([2, 1]), np.array([5, 1]))
+    assert cells.good.tolist() == [True, False]
+    assert cells.row_of.tolist() == [0, 0, 1]
+    assert cells.aggregator_id.tolist() == [0, 1, 0]
+    assert cells.offset.tolist() == [1, 1, 0]
+    assert cells.value[:2].tolist() == [5.0, 2.5] and np.isnan(cells.value[2])
+    assert cells.is_int.tolist() == [True, False, True]
+    assert cells.width.tolist() == [1, 4, 2]
+
+
+def test_column_parts_lay_out_head_key_aligned_doubles_offsets_and_flags() -> None:
+    qualifiers = b"\x00\x00\x10" + b"\x00\x00\x20" + b"\x01\x00\x1b"
+    values = b"\x05" + b"\xff" + b"\x40\x20\x00\x00"
+    cells = decode_modern_rows(qualifiers, values, np.array([3]), np.array([6]))
+    key = b"KEY"
+    parts = dict(column_parts(cells, 0, key, 0x0102030405))
+    assert sorted(parts) == [0, 1]
+    blob = parts[0]
+    # head: key length 3, 2 cells, 2 value bytes, newest write time (little-endian), then the
+    # key, 3 zeros to 24 bytes, two doubles, two offsets, two flags, zeros to a multiple of 8.
+    assert blob[:18] == bytes([3, 0, 2, 0, 0, 0, 2, 0, 0, 0, 5, 4, 3, 2, 1, 0, 0, 0])
+    assert blob[18:24] == b"KEY\x00\x00\x00"
+    assert np.frombuffer(blob, "<f8", 2, 24).tolist() == [5.0, -1.0]
+    assert np.frombuffer(blob, "<u2", 2, 40).tolist() == [1, 2]
+    assert blob[44:46] == b"\x01\x01" and blob[46:] == bytes(2) and len(blob) == 48
+    assert len(blob) == column_bytes(len(key), 2) and len(parts[1]) == column_bytes(3, 1)

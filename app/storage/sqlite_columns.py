@@ -1,0 +1,145 @@
+"""Row columns: a columnar form of a table's rows that the embedded store keeps beside their
+cells, and forgets the moment a cell of the row changes.
+
+What the columns hold is the caller's (``app.tsdb.rollup_rows``: a rollup row's cells of one
+aggregate decoded, offsets, doubles and integer flags, in one byte string). The store keeps
+one blob per ``(table, part, row)`` and returns a whole key range's blobs of a part as ONE
+concatenation (``group_concat`` in SQL): a range of 24,000 rows costs SQLite's B-tree steps
+and one Python object, not a tuple per cell or per row (docs/performance.md, "Cold rollup
+reads from row columns").
+
+Why a kept part is never stale: the first use of a table creates triggers on ``cells`` that
+mark a row *dirty* (``row_columns_dirty``, with a generation that goes up) whenever a cell of
+it is inserted, updated or deleted, by any process or path (the staging merges, appends,
+deletes, an older pytsd); every row that existed then is marked too. A read ignores the parts
+of dirty rows and lists them instead; a put makes a row current only if its generation is
+still the one read with its cells (a write in between leaves it dirty). The cells stay the
+one truth: ``pytsd cells``, scans and exports never read these tables.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
+
+from app.storage.base import ColumnsPut, ColumnsRead
+
+SCHEMA = """
+CREATE TABLE IF NOT EXISTS row_columns (
+    tbl TEXT NOT NULL, part INTEGER NOT NULL, row BLOB NOT NULL, data BLOB NOT NULL,
+    PRIMARY KEY (tbl, part, row)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS row_columns_dirty (
+    tbl TEXT NOT NULL, row BLOB NOT NULL, generation INTEGER NOT NULL,
+    PRIMARY KEY (tbl, row)
+) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS row_columns_tables (tbl TEXT PRIMARY KEY) WITHOUT ROWID;
+"""
+# Up to this many dirty rows of a range are left out of its parts by key; more, by a look-up
+# per row (which costs about a third of the read).
+FEW_DIRTY_ROWS = 256
+Transaction = Callable[[], AbstractContextManager[sqlite3.Connection]]
+
+
+def _literal(text: str) -> str:
+    return "'" + text.replace("'", "''") + "'"
+
+
+def _triggers(table: str) -> str:
+    """The three triggers that mark a row of ``table`` dirty on any change of its cells."""
+    name = table.encode().hex()
+    mark = ("INSERT OR IGNORE INTO row_columns_dirty VALUES ({x}.tbl, {x}.row, 0);"
+            " UPDATE row_columns_dirty SET generation = generation + 1"
+            " WHERE tbl = {x}.tbl AND row = {x}.row;")
+    literal = _literal(table)
+    return "".join(
+        f"CREATE TRIGGER IF NOT EXISTS row_columns_{event.lower()}_{name} AFTER {event} ON cells"
+        f" WHEN {row}.tbl = {literal} BEGIN {mark.format(x=row)} END;"
+        for event, row in (("INSERT", "NEW"), ("UPDATE", "NEW"), ("DELETE", "OLD")))
+
+
+def enable(db: sqlite3.Connection, table: str) -> None:
+    """Start keeping columns for ``table`` (in the caller's write transaction): the triggers,
+    and every row it has marked dirty (a loose scan of its keys: two index seeks per row)."""
+    if db.execute("SELECT 1 FROM row_columns_tables WHERE tbl = ?", (table,)).fetchone():
+        return
+    for statement in _triggers(table).split("END;"):
+        if statement.strip():
+            db.execute(statement + "END;")
+    db.execute(
+        "WITH RECURSIVE keys(row) AS ("
+        " SELECT (SELECT row FROM cells WHERE tbl = ?1 ORDER BY tbl, row LIMIT 1)"
+        " UNION ALL SELECT (SELECT row FROM cells WHERE tbl = ?1 AND row > keys.row"
+        " ORDER BY tbl, row LIMIT 1) FROM keys WHERE keys.row IS NOT NULL)"
+        " INSERT OR IGNORE INTO row_columns_dirty SELECT ?1, row, 0 FROM keys"
+        " WHERE row IS NOT NULL", (table,))
+    db.execute("INSERT INTO row_columns_tables VALUES (?)", (table,))
+
+
+def enabled(db: sqlite3.Connection, table: str) -> bool:
+    return db.execute("SELECT 1 FROM row_columns_tables WHERE tbl = ?",
+                      (table,)).fetchone() is not None
+
+
+def scan(db: sqlite3.Connection, table: str, ranges: Sequence[tuple[bytes, bytes | None]],
+         parts: Sequence[int]) -> ColumnsRead:
+    """The kept parts of the current rows of ``ranges`` (one statement per part and range, in
+    one read transaction: one snapshot) and the dirty rows with their generations."""
+    joined: dict[int, list[bytes]] = {part: [] for part in parts}
+    dirty: list[tuple[bytes, int]] = []
+    own = not db.in_transaction
+    if own:
+        db.execute("BEGIN")
+    try:
+        for start, stop in ranges:
+            bound, args = _bound(start, stop)
+            found = db.execute("SELECT row, generation FROM row_columns_dirty"
+                               " WHERE tbl = ? AND row >= ?" + bound + " ORDER BY row",
+                               [table, *args]).fetchall()
+            dirty += found
+            if len(found) <= FEW_DIRTY_ROWS:
+                skip = " AND row NOT IN (" + ", ".join("?" * len(found)) + ")" if found else ""
+                skip_args = [row for row, _ in found]
+            else:
+                skip = (" AND NOT EXISTS (SELECT 1 FROM row_columns_dirty AS d"
+                        " WHERE d.tbl = c.tbl AND d.row = c.row)")
+                skip_args = []
+            for part in parts:
+                (blob,) = db.execute(
+                    "SELECT CAST(group_concat(data, x'') AS BLOB) FROM row_columns AS c"
+                    " WHERE tbl = ? AND part = ? AND row >= ?" + bound + skip,
+                    [table, part, *args, *skip_args]).fetchone()
+                if blob is not None:
+                    joined[part].append(blob)
+    finally:
+        if own:
+            db.execute("COMMIT")
+    return ColumnsRead(dirty, {part: b"".join(found) for part, found in joined.items()})
+
+
+def _bound(start: bytes, stop: bytes | None) -> tuple[str, list[object]]:
+    if stop is None:
+        return "", [start]
+    return " AND row < ?", [start, stop]
+
+
+def put(db: sqlite3.Connection, table: str, rows: Sequence[ColumnsPut]) -> int:
+    """Replace the parts of each row still at the generation read, and mark it current (in
+    the caller's write transaction); the rows made current."""
+    known = [part for (part,) in db.execute(
+        "SELECT DISTINCT part FROM row_columns WHERE tbl = ?", (table,))]
+    current = 0
+    for entry in rows:
+        found = db.execute("SELECT generation FROM row_columns_dirty WHERE tbl = ? AND row = ?",
+                           (table, entry.row)).fetchone()
+        if found is None or found[0] != entry.generation:
+            continue  # written since it was read (or current already)
+        db.executemany("DELETE FROM row_columns WHERE tbl = ? AND part = ? AND row = ?",
+                       [(table, part, entry.row) for part in known])
+        db.executemany("INSERT INTO row_columns VALUES (?, ?, ?, ?)",
+                       [(table, part, entry.row, data) for part, data in entry.parts])
+        db.execute("DELETE FROM row_columns_dirty WHERE tbl = ? AND row = ?",
+                   (table, entry.row))
+        current += 1
+    return current

@@ -1,0 +1,251 @@
+"""Rollup rows from the columns the embedded store keeps beside them, joined per series.
+
+``SqliteTable.scan_columns`` returns a key range's rows of one aggregate as four joined
+arrays (``app.storage.codec_rollup``'s columnar form: heads, offsets, doubles, integer flags)
+plus their keys; here they become what ``RollupReader`` combines: one block holding every
+series' value cells, then every series' count cells (series after series, each in time
+order), and one span per series, without a Python step per cell and only a few per row
+(the row keys, to number the series).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.flat import ranges_to_index
+from app.storage.codec_decode import DecodedRow
+from app.storage.codec_rollup import HEAD_DTYPE, column_bytes, column_padding
+
+HEAD_BYTES = HEAD_DTYPE.itemsize
+COLUMN_PREFIX_BYTES = 2  # "t:" in a stored cell's weight
+QUALIFIER_BYTES = 3
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """One aggregate's rows read from columns."""
+
+    rows: bytes  # the row keys, joined
+    row_len: np.ndarray  # per row
+    cells: np.ndarray  # per row
+    weight: np.ndarray  # per row: stored bytes of its cells, as the raw reader weighs them
+    newest: np.ndarray  # per row: the newest write time of its cells (its cache stamp)
+    # Per cell: intervals from its row's base time, value, integer flag. When every row has
+    # ``width`` cells, matrices of a row each (views of the blob: no copy); else flat.
+    offsets: np.ndarray
+    values: np.ndarray
+    is_int: np.ndarray
+    width: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Joined:
+    """Every series of a read: its first row key, its spans in ``whole`` (value cells, then
+    count cells), its stored rows and bytes."""
+
+    whole: DecodedRow
+    first_keys: list[bytes]
+    spans: np.ndarray  # (series, 4)
+    rows: np.ndarray
+    stored_bytes: np.ndarray
+    row_starts: list[np.ndarray | None]  # per part: each row's first cell in ``whole``
+
+
+def part_of(blob: bytes) -> Part:
+    """One aggregate's blobs joined (``codec_rollup.column_parts``) as arrays: by reshaping
+    when every blob has one key length and cell count, else blob by blob."""
+    if not blob:
+        return Part(b"", *(np.zeros(0, np.int64),) * 5, np.zeros(0), np.zeros(0, np.bool_))
+    if len(blob) < HEAD_BYTES:
+        raise ValueError("a row column shorter than its head")
+    first = np.frombuffer(blob, HEAD_DTYPE, 1)
+    length, cells = int(first["row_len"][0]), int(first["cells"][0])
+    size = column_bytes(length, cells)
+    if len(blob) % size == 0:
+        matrix = np.frombuffer(blob, np.uint8).reshape(-1, size)
+        head = np.ascontiguousarray(matrix[:, :HEAD_BYTES]).view(HEAD_DTYPE).ravel()
+        if (head["row_len"] == length).all() and (head["cells"] == cells).all():
+            at = HEAD_BYTES + length + column_padding(length)
+            row_len, count, weight, newest = _weights(head)
+            return Part(matrix[:, HEAD_BYTES:HEAD_BYTES + length].tobytes(), row_len, count,
+                        weight, newest, matrix[:, at + 8 * cells:at + 10 * cells].view("<u2"),
+                        matrix[:, at:at + 8 * cells].view("<f8"),
+                        matrix[:, at + 10 * cells:at + 11 * cells].view(np.bool_), cells)
+    return _part_by_blob(blob)
+
+
+def _part_by_blob(blob: bytes) -> Part:
+    heads, keys, offsets, values, ints = [], [], [], [], []
+    at = 0
+    while at < len(blob):
+        head = np.frombuffer(blob, HEAD_DTYPE, 1, at)
+        length, cells = int(head["row_len"][0]), int(head["cells"][0])
+        key_at = at + HEAD_BYTES
+        cells_at = key_at + length + column_padding(length)
+        heads.append(blob[at:key_at])
+        keys.append(blob[key_at:key_at + length])
+        values.append(blob[cells_at:cells_at + 8 * cells])
+        offsets.append(blob[cells_at + 8 * cells:cells_at + 10 * cells])
+        ints.append(blob[cells_at + 10 * cells:cells_at + 11 * cells])
+        at += column_bytes(length, cells)
+    return _part(np.frombuffer(b"".join(heads), HEAD_DTYPE), b"".join(keys),
+                 np.frombuffer(b"".join(offsets), np.uint8),
+                 np.frombuffer(b"".join(values), np.uint8),
+                 np.frombuffer(b"".join(ints), np.uint8))
+
+
+def _part(head: np.ndarray, keys: bytes, offsets: np.ndarray, values: np.ndarray,
+          ints: np.ndarray) -> Part:
+    """A part from its heads and its cells' bytes (runs, row after row)."""
+    return Part(keys, *_weights(head), offsets.view("<u2").astype(np.int64), values.view("<f8"),
+                ints.view(np.bool_))
+
+
+def _weights(head: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per row: key length, cells, stored bytes (key, column name and value per cell), the
+    newest write time."""
+    row_len = head["row_len"].astype(np.int64)
+    cells = head["cells"].astype(np.int64)
+    weight = cells * (row_len + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + head["value_bytes"]
+    return row_len, cells, weight, head["newest_ms"].astype(np.int64)
+
+
+def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
+    """The value part (and an average's count part) joined per series. ``time_at``: where
+    a row key's 4-byte base time starts (the key without it names the series)."""
+    present = [p for p in parts if p is not None]
+    series_of, base_s, firsts, key_at = _series(present, time_at)
+    count = len(firsts)
+    sizes = np.zeros((2, count), np.int64)
+    stored = np.zeros(count, np.int64)
+    total = sum(int(p.cells.sum()) for p in present)
+    # One block: every part's cells gathered straight into it, series after series.
+    whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
+                       np.empty(total, np.bool_))
+    at = out = 0
+    row_ids = []
+    row_starts: list[np.ndarray | None] = [None] * len(parts)
+    for slot, part in enumerate(parts):
+        if part is None:
+            continue
+        rows = part.cells.size
+        sid, base = series_of[at:at + rows], base_s[at:at + rows]
+        at += rows
+        order = np.lexsort((base, sid))  # series after series, each in time order
+        end = out + int(part.cells.sum())
+        if part.width:  # whole rows moved at once
+            shape = (rows, part.width)
+            ts_ms = whole.ts_ms[out:end].reshape(shape)
+            ts_ms[...] = part.offsets[order]
+            ts_ms *= interval_s * 1000
+            ts_ms += base[order, None] * 1000
+            np.take(part.values, order, axis=0, out=whole.values[out:end].reshape(shape))
+            np.take(part.is_int, order, axis=0, out=whole.is_int[out:end].reshape(shape))
+        else:
+            gather = _cell_index(part.cells, order)
+            ts_ms = whole.ts_ms[out:end]
+            np.take(part.offsets, gather, out=ts_ms)
+            ts_ms *= interval_s * 1000
+            ts_ms += np.repeat(base[order] * 1000, part.cells[order])
+            np.take(part.values, gather, out=whole.values[out:end])
+            np.take(part.is_int, gather, out=whole.is_int[out:end])
+        starts = np.empty(rows, np.int64)
+        starts[order] = out + np.cumsum(part.cells[order]) - part.cells[order]
+        row_starts[slot] = starts
+        out = end
+        sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
+        stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
+        row_ids.append(sid << 32 | base)
+    ends = np.cumsum(sizes, axis=1)
+    total_values = int(ends[0, -1]) if count else 0
+    spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
+                      total_values + ends[1]], axis=1)
+    distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
+    rows_per_series = np.bincount(distinct >> 32, minlength=count)
+    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored,
+                  row_starts)
+
+
+def row_entries(parts: list[Part | None], joined: Joined
+                ) -> list[tuple[bytes, tuple[int, int, int, int], int, int]] | None:
+    """Each row of the block by itself: ``(key, spans, stored bytes, newest write time)``,
+    as the hour cache keeps rows; None when the value and count parts hold different rows
+    (then only the joined series)."""
+    value, count = (parts + [None])[:2]
+    if value is None or (count is not None and count.rows != value.rows):
+        return None
+    total = int(joined.whole.ts_ms.size)
+    v_start = joined.row_starts[0]
+    assert v_start is not None
+    v_end = v_start + value.cells
+    if count is None:
+        c_start = c_end = np.full(value.cells.size, total, np.int64)
+        weight, newest = value.weight, value.newest
+    else:
+        count_start = joined.row_starts[1]
+        assert count_start is not None
+        c_start, c_end = count_start, count_start + count.cells
+        weight, newest = value.weight + count.weight, np.maximum(value.newest, count.newest)
+    ends = np.cumsum(value.row_len).tolist()
+    keys = [value.rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    return [(key, (a, b, c, d), w, n) for key, a, b, c, d, w, n in zip(
+        keys, v_start.tolist(), v_end.tolist(), c_start.tolist(), c_end.tolist(),
+        weight.tolist(), newest.tolist())]
+
+
+def _series(parts: list[Part], time_at: int
+            ) -> tuple[np.ndarray, np.ndarray, list[int], Callable[[int], bytes]]:
+    """Over the parts' rows one after the other: each row's series number (its key without
+    the base time) and base time, per series the row of its smallest key, and the key of a
+    row. Keys of one length (the common case: one metric, the same tag keys) are compared
+    as arrays; others one by one."""
+    lengths = np.concatenate([p.row_len for p in parts]) if parts else np.zeros(0, np.int64)
+    if lengths.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), [], lambda i: b""
+    rows = b"".join(p.rows for p in parts) if len(parts) > 1 else parts[0].rows
+    length = int(lengths[0])
+    if not (lengths == length).all() or length < time_at + 4:
+        return _series_by_key(rows, lengths, time_at)
+    keys = np.frombuffer(rows, np.uint8).reshape(-1, length)
+    base = keys[:, time_at:time_at + 4].copy().view(">u4").ravel().astype(np.int64)
+    rest = length - 4
+    words = -(-rest // 8)
+    padded = np.zeros((keys.shape[0], words * 8), np.uint8)
+    padded[:, :time_at] = keys[:, :time_at]
+    padded[:, time_at:rest] = keys[:, time_at + 4:]
+    columns = padded.view(">u8")  # big-endian words sort as the bytes do
+    order = np.lexsort([base] + [columns[:, w] for w in range(words - 1, -1, -1)])
+    ordered = columns[order]
+    starts = np.ones(order.size, bool)
+    starts[1:] = (ordered[1:] != ordered[:-1]).any(axis=1)
+    series_sorted = np.cumsum(starts) - 1
+    sid = np.empty(order.size, np.int64)
+    sid[order] = series_sorted
+    firsts = order[starts].tolist()  # the earliest base time of each series
+    return sid, base, firsts, lambda i: rows[i * length:(i + 1) * length]
+
+
+def _series_by_key(rows: bytes, lengths: np.ndarray, time_at: int
+                   ) -> tuple[np.ndarray, np.ndarray, list[int], Callable[[int], bytes]]:
+    ends = np.cumsum(lengths).tolist()
+    keys = [rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
+    numbers: dict[bytes, int] = {}
+    sid = np.fromiter((numbers.setdefault(key[:time_at] + key[time_at + 4:], len(numbers))
+                       for key in keys), np.int64, len(keys))
+    base = np.fromiter((int.from_bytes(key[time_at:time_at + 4], "big") for key in keys),
+                       np.int64, len(keys))
+    firsts = [-1] * len(numbers)
+    for i, (key, number) in enumerate(zip(keys, sid.tolist())):
+        first = firsts[number]
+        if first < 0 or key < keys[first]:
+            firsts[number] = i
+    return sid, base, firsts, keys.__getitem__
+
+
+def _cell_index(cells: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """The cells of the rows in ``order``, each row's cells one after the other."""
+    starts = np.cumsum(cells) - cells
+    return ranges_to_index(starts[order], cells[order])
