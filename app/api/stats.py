@@ -220,13 +220,21 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    # pytsd: names this process assigned, UIDs it burned (races lost)
                    ("tsd.uid.ids-created", uids.ids_created, tags),
                    ("tsd.uid.ids-burned", uids.ids_burned, tags)]
-    for report in tsdb.background_stats:  # pytsd: the fleet's background jobs
-        points += report()
+    points += background_points(tsdb, now_s)
     points += _space_points(tsdb, now_s)
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
-    if coverage_mode(tsdb):  # the background rollup pass's progress, from storage
-        points += rollup_progress(tsdb, now_s)
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]
+
+
+def background_points(tsdb: TSDB, now_s: float) -> list[tuple[str, Any, dict[str, str]]]:
+    """pytsd: the fleet's background jobs (compaction sweep; the rollup pass's progress),
+    from their leases in storage, so every worker of every node reports the same."""
+    points: list[tuple[str, Any, dict[str, str]]] = []
+    for report in tsdb.background_stats:
+        points += report()
+    if coverage_mode(tsdb):
+        points += rollup_progress(tsdb, now_s)
+    return points
 
 
 @bp.route("/stats/query", methods=["GET"])

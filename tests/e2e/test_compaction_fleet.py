@@ -73,6 +73,8 @@ def test_a_dead_holders_rows_are_compacted_by_another_node(
         assert stats["tsd.compaction.sweep.holder"] == 1
         assert stats["tsd.compaction.sweep.rows_compacted"] == SERIES
         assert stats["tsd.compaction.sweep.lag_s"] == 0
+        scraped = requests.get(f"{b.url}/metrics", timeout=30).text
+        assert 'pytsd_background_lag_seconds{job="compaction.sweep"} 0.0' in scraped
         answer = requests.get(f"{b.url}/api/query?start={hour_s}&end={hour_s + 3599}"
                               "&m=sum:fleet.m", timeout=30).json()
         assert answer[0]["dps"] == {str(hour_s): 0, str(hour_s + 10): 10 * SERIES}
