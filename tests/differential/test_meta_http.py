@@ -140,9 +140,10 @@ def _masked(cells: dict[tuple[str, bytes, bytes], bytes]) -> dict[tuple[str, byt
     return {key: CREATED.sub(b'"created":0', value) for key, value in cells.items()}
 
 
-def _settled(client: PytsdClient, least: int, timeout_s: float = 30, leaf: bool = False) -> None:
+def _settled(client: PytsdClient, least: int, timeout_s: float = 90, leaf: bool = False) -> None:
     """Until OpenTSDB's asynchronous meta and tree writes stop changing O's cells (and, with
-    ``leaf``, a series has reached the tree: the TSD has loaded its tree list)."""
+    ``leaf``, a series has reached the tree: the TSD has loaded its tree list). On a loaded
+    machine the TSD's writes can take tens of seconds; a quiet one settles in a few."""
     last: dict[Any, bytes] = {}
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
