@@ -68,7 +68,8 @@ def ranges_to_index(starts: Int64Array, lengths: Int64Array) -> Int64Array:
     return np.cumsum(steps)
 
 
-def _long_values(series: Series) -> Int64Array:
+def longs_of(series: Series) -> Int64Array:
+    """Exact 64-bit values of the integer points (0 elsewhere)."""
     if series.long_values is not None:
         return np.asarray(series.long_values, dtype=np.int64)
     # Exact for |v| < 2**53, which is every value a double can hold without loss.
@@ -152,7 +153,7 @@ def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
                           np.zeros(0, dtype=bool), offsets)
     is_int = _joined([s.is_int for s in series], np.bool_)
     if is_int.any():
-        longs = np.concatenate([_long_values(s) for s in series])
+        longs = np.concatenate([longs_of(s) for s in series])
     else:
         # Read-only zeros that take no memory: only integer points need their longs.
         longs = np.broadcast_to(np.zeros(1, dtype=np.int64), (total,))

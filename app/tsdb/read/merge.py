@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from app.engine.flat import longs_of
 from app.engine.model import Series
 
 
@@ -36,7 +37,7 @@ def _joined(parts: list[Series]) -> Series:
     is_int = np.concatenate([s.is_int for s in parts])
     longs = None
     if any(s.long_values is not None for s in parts):
-        longs = np.concatenate([exact_longs(s) for s in parts])
+        longs = np.concatenate([longs_of(s) for s in parts])
     if ts_ms.size > 1 and (np.diff(ts_ms) < 0).any():  # pieces not in time order
         order = np.argsort(ts_ms, kind="stable")
         ts_ms, values, is_int = ts_ms[order], values[order], is_int[order]
@@ -45,13 +46,6 @@ def _joined(parts: list[Series]) -> Series:
     return Series(tsuid=head.tsuid, tags=head.tags, ts_ms=ts_ms, values=values, is_int=is_int,
                   annotations=[note for s in parts for note in s.annotations],
                   long_values=longs, row_order=head.row_order, tag_uids=head.tag_uids)
-
-
-def exact_longs(series: Series) -> np.ndarray:
-    """Exact 64-bit values of the integer points (0 elsewhere), as the reader makes them."""
-    if series.long_values is not None:
-        return series.long_values
-    return np.where(series.is_int, series.values, 0.0).astype(np.int64)
 
 
 def trimmed(series: Series, keep: np.ndarray) -> Series:

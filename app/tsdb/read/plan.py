@@ -13,6 +13,7 @@ decodes (``fuse``), what the hour cache may do (``CachePolicy``), which rollup t
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from app.engine.downsample import Window
@@ -84,8 +85,8 @@ def plan_read(tsdb: TSDB, sub: SubQuery, start_ms: int, end_ms: int, *,
         fuse = Window(scan_start_ms, scan_end_ms, start_ms, end_ms)
     filters = compile_filters(sub.filters)
     selection = select(tsdb, sub, filters)  # UIDs first: their 400s before any read
-    if selection.series_count() and fetch_by_key(tsdb, selection, first_s, last_s):
-        selection = _by_key(selection)
+    if fetch_by_key(tsdb, selection, first_s, last_s):
+        selection = dataclasses.replace(selection, by_key=True)
     row_regex = key_row_regex = None
     if not selection.tsuids and not (selection.by_key and selection.exact is not None):
         row_regex = scan_regex(tsdb, tsdb.data_table(), filters, selection.constraints)
@@ -114,8 +115,3 @@ def _cache_policy(tsdb: TSDB, sub: SubQuery, hours: int, keeps_cells: bool, fuse
     if fused and seen.too_large_to_keep(tsdb, sub, hours, 2 if split else 1):
         return NO_CACHE
     return CachePolicy(rows=True, ranges=True)
-
-
-def _by_key(selection: Selection) -> Selection:
-    return Selection(selection.metric_uid, selection.constraints, selection.tsuids,
-                     selection.exact, selection.named, by_key=True)
