@@ -55,6 +55,7 @@ def main() -> None:
         for loop in loops:
             loop.start()
         time.sleep(1.0)
+        helpers_cpu_s = server.split_helpers_cpu_s()
         cheap_stop = multiprocessing.Event()
         receiver, sender = multiprocessing.Pipe(duplex=False)
         cheap = multiprocessing.Process(target=cheap_sampler,
@@ -65,6 +66,7 @@ def main() -> None:
             cheap_stop.set()
             cheap_samples = receiver.recv()
             cheap.join()
+        helpers_cpu_s = server.split_helpers_cpu_s() - helpers_cpu_s
         stop.set()
         for loop in loops:
             loop.join()
@@ -75,6 +77,8 @@ def main() -> None:
           f"{version.failures} failures")
     print(f"expensive: {codes.count(200)} served, {codes.count(503)} refused (503), "
           f"other {len(codes) - codes.count(200) - codes.count(503)}")
+    # The split helpers' CPU while sampled: how much of the expensive reads ran split.
+    print(f"split helpers: {helpers_cpu_s:.1f} CPU-s in the {DURATION_S:.0f} s sampled")
 
 
 if __name__ == "__main__":

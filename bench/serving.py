@@ -4,6 +4,7 @@ a background ``/api/version`` sampler whose p99 shows whether the server stays r
 from __future__ import annotations
 
 import multiprocessing
+import os
 import subprocess
 import tempfile
 import time
@@ -32,16 +33,19 @@ class Server:
     process: subprocess.Popen[bytes]
 
     def workers(self) -> list[int]:
-        pids = []
-        for entry in Path("/proc").iterdir():
-            if entry.name.isdigit():
+        return _children(self.process.pid)
+
+    def split_helpers_cpu_s(self) -> float:
+        """CPU seconds the workers' children (their split helpers) have used so far."""
+        ticks = 0
+        for worker in self.workers():
+            for helper in _children(worker):
                 try:
-                    stat = (entry / "stat").read_text()
+                    fields = Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()
                 except OSError:
                     continue
-                if int(stat.rsplit(")", 1)[1].split()[1]) == self.process.pid:
-                    pids.append(int(entry.name))
-        return pids
+                ticks += int(fields[11]) + int(fields[12])  # utime, stime
+        return ticks / os.sysconf("SC_CLK_TCK")
 
     def reset_peak_rss(self) -> None:
         for pid in self.workers():
@@ -60,6 +64,19 @@ class Server:
             except OSError:
                 continue
         return peak / 1024
+
+
+def _children(parent: int) -> list[int]:
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == parent:
+                pids.append(int(entry.name))
+    return pids
 
 
 @contextmanager

@@ -8,7 +8,7 @@ watching the socket for a moment while it holds more than its share of the conne
 workers: the other workers, woken by the same event, take the next ones.
 
 The shares live in memory the arbiter maps before it forks the workers
-(:class:`~app.server.shares.ConnectionShares`, from ``TsdWorker.setup``); each worker owns one
+(:class:`~app.server.shares.WorkerShares`, from ``TsdWorker.setup``); each worker owns one
 slot (its pid and its connection count) and only reads the others'. Without that memory (a
 worker class loaded only after the fork) a worker accepts as asyncio would, one at a time.
 """
@@ -22,7 +22,7 @@ import socket
 from collections.abc import Callable
 from typing import Any
 
-from app.server.shares import ConnectionShares
+from app.server.shares import WorkerShares
 
 LOG = logging.getLogger(__name__)
 
@@ -39,7 +39,7 @@ class Acceptor:
     ``held`` tells how many connections this worker holds now.
     """
 
-    def __init__(self, listeners: list[socket.socket], shares: ConnectionShares | None,
+    def __init__(self, listeners: list[socket.socket], shares: WorkerShares | None,
                  held: Callable[[], int],
                  on_socket: Callable[[socket.socket], Any]) -> None:
         self.loop = asyncio.get_running_loop()

@@ -1,7 +1,7 @@
 """What the workers of one server count together, in memory the arbiter maps before it forks.
 
-``ConnectionShares`` (made by ``TsdWorker.setup``, which gunicorn calls in the arbiter) holds
-two anonymous ``MAP_SHARED`` blocks every forked worker inherits:
+``WorkerShares`` (made by ``TsdWorker.setup``, which gunicorn calls in the arbiter) holds
+anonymous ``MAP_SHARED`` blocks every forked worker inherits:
 
 * a slot per worker: its pid and the connections it holds, for spreading accepts evenly
   (``app/server/accept.py``);
@@ -9,7 +9,11 @@ two anonymous ``MAP_SHARED`` blocks every forked worker inherits:
   client address, hashed (CRC-32) into a bucket, for ``tsd.core.connections.per_ip_limit``
   over the whole server. An address's count is its bucket's column summed over the rows of
   live workers. Two addresses in one bucket share a count: a collision can only make the cap
-  stricter for them, never looser.
+  stricter for them, never looser;
+* per slot, the queries the worker runs now and when its last one ended, so that a worker
+  splits a read over a second core (``app/server/split_helper.py``) only while no other
+  worker of the server is querying: with both cores taken by queries, a split adds a third
+  busy process and the light requests (``/api/version``, a one-series panel) wait for a CPU.
 
 Each worker writes only its own slot and row (from its event loop, so without a lock) and
 reads the others'. Two workers counting the same address at the same instant may both see the
@@ -25,6 +29,7 @@ from __future__ import annotations
 import mmap
 import multiprocessing
 import os
+import time
 import zlib
 
 from app.observe import pid_alive
@@ -35,7 +40,7 @@ LOCK_TIMEOUT_S = 1.0  # the arbiter never blocks on a lock a killed worker may h
 _NOT_ACCEPTING = -1  # a slot whose worker drains its connections: not in the accept shares
 
 
-class ConnectionShares:
+class WorkerShares:
     """Worker slots ``[pid, count] * SLOTS`` and their address rows, shared across fork."""
 
     def __init__(self) -> None:
@@ -45,10 +50,14 @@ class ConnectionShares:
         self._cells = memoryview(self._memory).cast("q")
         self._address_memory = mmap.mmap(-1, SLOTS * ADDRESS_BUCKETS * 4)
         self._addresses = memoryview(self._address_memory).cast("i")
+        # Per slot: [queries running, CLOCK_MONOTONIC ms when the last one ended]; the clock
+        # is the machine's, the same in every process.
+        self._query_memory = mmap.mmap(-1, SLOTS * 2 * 8)
+        self._queries = memoryview(self._query_memory).cast("q")
         self._slot = -1
 
     @classmethod
-    def private(cls) -> ConnectionShares:
+    def private(cls) -> WorkerShares:
         """Counts for this process alone (no arbiter made shared ones): per-worker limits."""
         shares = cls()
         shares._cells[0], shares._slot = os.getpid(), 0
@@ -143,9 +152,35 @@ class ConnectionShares:
                 total += count
         return total
 
+    def query_started(self) -> None:
+        """This worker runs one more query (called from its event loop only)."""
+        if self._slot >= 0:
+            self._queries[2 * self._slot] += 1
+
+    def query_ended(self) -> None:
+        if self._slot >= 0:
+            self._queries[2 * self._slot] = max(0, self._queries[2 * self._slot] - 1)
+            self._queries[2 * self._slot + 1] = _now_ms()
+
+    def others_querying(self, within_ms: int) -> bool:
+        """Whether another live worker runs a query now or ended one in the last
+        ``within_ms`` (a client's next query, a dashboard's next panel, usually follows)."""
+        cells, queries = self._cells, self._queries
+        since_ms = _now_ms() - within_ms
+        return any(
+            slot != self._slot and cells[2 * slot] != 0
+            and (queries[2 * slot] > 0 or queries[2 * slot + 1] > since_ms)
+            and pid_alive(cells[2 * slot])
+            for slot in range(SLOTS))
+
     def _clear_row(self, slot: int) -> None:
+        self._queries[2 * slot] = self._queries[2 * slot + 1] = 0
         start = slot * ADDRESS_BUCKETS * 4
         self._address_memory[start:start + ADDRESS_BUCKETS * 4] = bytes(ADDRESS_BUCKETS * 4)
+
+
+def _now_ms() -> int:
+    return time.clock_gettime_ns(time.CLOCK_MONOTONIC) // 1_000_000
 
 
 def _bucket(address: str) -> int:

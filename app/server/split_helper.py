@@ -29,6 +29,7 @@ from app.config import load_config
 from app.engine.flat import FlatSeries, constant
 from app.engine.staged import StagedPart
 from app.query.limits import NO_DEADLINE, Deadline
+from app.server.shares import WorkerShares
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.read import split, split_choice
@@ -44,6 +45,9 @@ _LENGTH = struct.Struct("<Q")
 # The buckets come back through memory both processes map (no copy through the pipe): at
 # most this much, touched only as far as the largest answer (a bigger one takes the pipe).
 SHARED_BYTES = 256 << 20
+# Another worker that ended a query this recently still counts as querying: a client's
+# next query (a dashboard's next panel) follows within milliseconds.
+OTHERS_RECENT_MS = 200
 # The request that empties the helper's hour cache (a benchmark's cold runs).
 FORGET = ("forget",)
 
@@ -95,7 +99,10 @@ class Helper:
         self._finalizer: weakref.finalize[Any, Any] | None = None
 
     def claim(self) -> bool:
-        """Take the helper for one query when it is up and free (never waits)."""
+        """Take the helper for one query when it is up and free and no other worker of the
+        server is querying (see :func:`yield_to`); never waits."""
+        if _workers is not None and _workers.others_querying(OTHERS_RECENT_MS):
+            return False
         if not self._lock.acquire(blocking=False):
             return False
         try:
@@ -257,6 +264,17 @@ def _stop(process: subprocess.Popen[bytes], owner: int) -> None:
 
 
 _HELPERS: weakref.WeakKeyDictionary[TSDB, Helper] = weakref.WeakKeyDictionary()
+_workers: WorkerShares | None = None
+
+
+def yield_to(workers: WorkerShares | None) -> None:
+    """Split no read while another worker of the server runs a query (``workers``' counts).
+    The split takes a second core; with the other worker querying there is none idle, and
+    its third busy process makes every light request wait for a CPU (issue 25: with 2
+    expensive loops per worker, ``/api/version``'s p99 passed 50 ms only in rounds where
+    reads were split)."""
+    global _workers
+    _workers = workers
 _HELPERS_LOCK = threading.Lock()
 
 

@@ -23,12 +23,13 @@ from typing import Any
 
 from gunicorn.workers.base import Worker
 
+from app.server import split_helper
 from app.server.accept import Acceptor
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
-from app.server.shares import ConnectionShares
+from app.server.shares import WorkerShares
 from app.server.split_helper import prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
@@ -65,12 +66,12 @@ class TsdWorker(Worker):
 
     closing = False
     # Made by the arbiter (gunicorn calls ``setup`` there) so that every fork shares it.
-    shares: ConnectionShares | None = None
+    shares: WorkerShares | None = None
 
     @classmethod
     def setup(cls) -> None:
         if cls.shares is None:
-            cls.shares = ConnectionShares()
+            cls.shares = WorkerShares()
 
     def run(self) -> None:
         # Hand the GIL over every 1 ms rather than 5: a light request (/api/version, a put)
@@ -112,7 +113,8 @@ class TsdWorker(Worker):
         shares = self.shares if self.shares is not None and self.shares.join() else None
         # Connections per client address, over every worker of the server when they share
         # memory (app/server/shares.py), else this worker's alone.
-        self.addresses = shares or ConnectionShares.private()
+        self.addresses = shares or WorkerShares.private()
+        split_helper.yield_to(self.addresses)  # a read splits only while the others are idle
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
@@ -276,12 +278,16 @@ class TsdWorker(Worker):
             raise HttpError(503, "Service Unavailable",
                             f"Over {self.limits.queue_limit} requests are waiting in this worker")
         self.waiting += 1
+        if heavy:
+            self.addresses.query_started()  # the other workers split no read meanwhile
         try:
             pool = self.heavy_pool if heavy else self.pool
             reply: Reply = await self._in_thread(pool, call_app, self.wsgi, environ)
             return reply
         finally:
             self.waiting -= 1
+            if heavy:
+                self.addresses.query_ended()
 
     async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
         def job() -> Any:

@@ -9,6 +9,7 @@ import os
 import re
 import resource
 import signal
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -19,12 +20,14 @@ from flask.testing import FlaskClient
 from app.engine.staged import StagedSeries
 from app.query.ast import Downsample, SubQuery
 from app.server import split_helper
+from app.server.shares import WorkerShares
 from app.tsdb import TSDB, hour_cache
 from app.tsdb.read import seen, split_choice
 from app.tsdb.reader import SeriesReader
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, drop_tables, make_tsdb
 from tests.functional.test_fused_read import BASE_S, END_S, HOUR_S, QUERIES, _answer, _points
+from tests.unit.test_server_shares import workers
 
 START_S, STOP_S = BASE_S + 1800, END_S - 1200  # the scan window is wider than the query
 
@@ -116,6 +119,29 @@ def test_what_is_not_split(store: TSDB, helper: split_helper.Helper,
     _answer(client, "sum:7m-avg:fuse.m", START_S, STOP_S)  # buckets straddle hours
     _one_process(client, "sum:1m-avg:fuse.m", monkeypatch)  # no idle core
     assert helper.parts_read == before
+
+
+def test_no_split_while_another_worker_queries(store: TSDB, helper: split_helper.Helper,
+                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """The split's second core is taken while another worker of the server runs a query
+    (issue 25: a third busy process on two cores makes the light requests wait)."""
+    client = app_over(store).test_client()
+    shares = WorkerShares()
+    split_helper.yield_to(shares)
+    try:
+        with workers(shares, 1) as (other,):
+            other.ask("query", True)
+            before = helper.parts_read
+            whole = _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)
+            assert helper.parts_read == before  # read in one process
+            other.ask("query", False)
+            _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)
+            assert helper.parts_read == before  # it ended a query just now: still counts
+            time.sleep(split_helper.OTHERS_RECENT_MS / 1000 + 0.05)
+            assert _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S) == whole
+            assert helper.parts_read == before + 1  # the other worker idle: split
+    finally:
+        split_helper.yield_to(None)
 
 
 def test_a_query_the_last_run_found_small_is_not_split(
