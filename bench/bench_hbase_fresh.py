@@ -1,6 +1,7 @@
 """The current hour on HBase, before compaction: 200 series x 50 minutes at 10 s written one
 cell per point (as the line protocol and `/api/put` write them), read by the query shapes of
-issue 27 with the hour cache off. Prints wall and client CPU per query (the rest of the wall
+issue 27 with the hour cache off (``--cache-on``: also on), or, with ``--compacted``, the
+same hour once compacted. Prints wall and client CPU per query (the rest of the wall
 time is the Thrift gateway and the region server) and, with ``--profile``, the top costs of
 one run of each query under cProfile.
 
@@ -8,7 +9,8 @@ Needs a running HBase (``make hbase-up``); ``--hbase`` or ``TSD_TEST_HBASE`` (de
 127.0.0.1:9090). The tables live under a fresh prefix and are dropped at the end.
 
     python bench/bench_hbase_fresh.py [--hbase HOST:PORT] [--profile] [--runs N]
-        [--filters-off] [--opentsdb HOST:PORT] [query ...]
+        [--filters-off] [--cache-on] [--compacted] [--opentsdb HOST:PORT
+        [--opentsdb-prefix PREFIX]] [query ...]
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from app import create_app
 from app.config import load_config
 from app.storage.hbase import HBaseStore
 from app.tsdb import TSDB
+from app.tsdb.compaction import compact_table
 from app.tsdb.points import PointBatch
 from app.tsdb.schema import create_tables
 from app.tsdb.writer import PointWriter
@@ -64,6 +67,15 @@ def load(config: dict[str, object], hour_s: int) -> int:
     for series, tags, timestamp, value in points(hour_s):
         batch.add(series, "fresh.cpu", tuple(tags.items()), timestamp, value)
     return PointWriter(tsdb, plugins=False).write_batch(batch)
+
+
+def compact(config: dict[str, object], hour_s: int) -> None:
+    """Rewrite every row of the (closed) hour as one compacted cell, as OpenTSDB's compaction
+    does: pytsd's compacted cells are OpenTSDB's bytes (tests/integration), so OpenTSDB's
+    tables compacted this way read as after its own compaction."""
+    tsdb = TSDB(load_config(config, {}))
+    stats = compact_table(tsdb.data_table(), tsdb.layout, now_s=hour_s + 7200)
+    print(f"compacted {config['tsd.storage.hbase.table_prefix']}: {stats}")
 
 
 class OpenTSDBClient:
@@ -107,6 +119,14 @@ def main() -> int:
                              "in alternating rounds")
     parser.add_argument("--opentsdb", help="HOST:PORT of a running OpenTSDB TSD (compaction "
                         "off) to load the same points into and ask in the same rounds")
+    parser.add_argument("--opentsdb-prefix", default="lead_",
+                        help="that TSD's table prefix (OPENTSDB_TABLE_PREFIX), for --compacted")
+    parser.add_argument("--compacted", action="store_true",
+                        help="compact the hour first (pytsd's compaction, on OpenTSDB's tables "
+                        "too: the same bytes OpenTSDB's own compaction writes) and read "
+                        "compacted rows instead")
+    parser.add_argument("--cache-on", action="store_true",
+                        help="also ask a pytsd with the hour cache on, in the same rounds")
     parser.add_argument("queries", nargs="*", default=list(QUERIES))
     args = parser.parse_args()
     prefix = f"fresh{uuid.uuid4().hex[:8]}_"
@@ -122,10 +142,18 @@ def main() -> int:
         clients: dict[str, Any] = {
             label: create_app({**config, "tsd.storage.hbase.scan_filters": on}).test_client()
             for label, on in modes.items()}
+        if args.cache_on:
+            cached = {**config, "tsd.query.cache.max_bytes": 256 << 20}
+            clients["cache on"] = create_app(cached).test_client()
         if args.opentsdb:
             opentsdb = OpenTSDBClient(args.opentsdb)
             opentsdb.load(hour_s)
             clients["opentsdb"] = opentsdb
+        if args.compacted:
+            compact(config, hour_s)
+            if args.opentsdb:
+                compact({**config, "tsd.storage.hbase.table_prefix": args.opentsdb_prefix},
+                        hour_s)
         for name in args.queries:
             url = f"/api/query?start={hour_s}&end={hour_s + 3599}&m={QUERIES[name]}"
             for client in clients.values():

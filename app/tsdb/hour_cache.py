@@ -34,6 +34,9 @@ if TYPE_CHECKING:
 
 Stamp = tuple[int, int]
 """``(cells in the row's t family, newest cell write time in ms)``."""
+StampedRow = tuple[bytes, int, int] | tuple[bytes, int, int, int]
+"""A row as a stamp scan returns it: key, cells, newest write time in ms (and, from a sized
+scan, its stored bytes)."""
 
 # A row's newest cell must be this old before its decode is kept (clock skew between the
 # processes writing one store, and a write landing in the millisecond of the stamp read).

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,7 +17,8 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import create_app
-from app.tsdb import TSDB
+from app.storage.hbase import HBaseTable
+from app.tsdb import TSDB, hour_cache
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
 from app.tsdb.read import closed_ranges
@@ -207,3 +209,53 @@ def test_a_read_narrowed_by_a_value_filter_leaves_no_entry_for_other_values(
         assert picked == expected({h: POINTS[h] for h in ("a", "c")})
     picked, _ = answer(loaded, "none:range.m{host=regexp(b)}")
     assert picked == expected({"b": POINTS["b"]})
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+@pytest.mark.parametrize("m", ["none:range.m{host=*}", "none:range.m"])
+def test_a_warm_read_of_an_unsettled_range_scans_its_stamps_once(
+        tsdb: TSDB, monkeypatch: pytest.MonkeyPatch, m: str) -> None:
+    """HBase, the hour just closed (its rows settled, its range not yet: no entry kept):
+    the range's stamp is every row's stamp, one scan; the rows come from their row entries
+    under those very stamps, not from a second stamp scan."""
+    real = hour_cache.clock_ms
+    monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 10_000)
+    closed_ranges._ASKED.clear()
+    for host, points in POINTS.items():
+        write(tsdb, points, host)
+    client = app_over(tsdb).test_client()
+    calls = Counter[str]()
+    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
+                 "rows", "row"):
+        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
+    cold = answer(client, m)
+    assert cold == (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
+    for _ in range(2):
+        calls.clear()
+        assert answer(client, m) == cold
+        assert the_cache(tsdb).ranges == 0  # not settled: never kept
+        # the range's stamps (with their sizes, for a name filter's dropped series), only
+        assert calls == {"scan_stamps_sized": 1}
+
+
+def _counted(method: Any, name: str, calls: Counter[str]) -> Any:
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls[name] += 1
+        return method(*args, **kwargs)
+    return counted
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_an_hour_without_rows_costs_one_look(tsdb: TSDB, loaded: FlaskClient,
+                                             monkeypatch: pytest.MonkeyPatch) -> None:
+    """Up to now, the hours after the data hold no row: a warm read looks once (the first
+    row's stamp) and reads nothing more there."""
+    up_to_now, m = f"start={BASE_S}&end={int(time.time())}", "none:range.m"
+    first = answer(loaded, m, up_to_now)
+    assert answer(loaded, m, up_to_now) == first  # the range stamped from here on
+    calls = Counter[str]()
+    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
+                 "rows", "row"):
+        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
+    assert answer(loaded, m, up_to_now) == first
+    assert calls == {"scan_stamps_sized": 1, "scan_stamps": 1}  # the range; the empty hours

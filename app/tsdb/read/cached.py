@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from app.storage.base import SCAN_MANY, SCAN_STAMPED, SCAN_STAMPS_SIZED, Row, able, scan_ranges
-from app.tsdb.hour_cache import CachedRow, HourCache, Stamp
+from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, StampedRow
 from app.tsdb.read.keep import Keeper
 from app.tsdb.read.keys import KeyRange, series_order
 
@@ -22,26 +22,30 @@ KeyTest = Callable[[bytes], bool]
 
 def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,
          named: KeyTest | None, check_deadline: Callable[[], None],
-         count_dropped: Callable[[Sequence[Any]], None]
+         count_dropped: Callable[[Sequence[Any]], None],
+         stamped_before: Sequence[StampedRow] | None = None
          ) -> tuple[list[tuple[bytes, CachedRow]], Iterator[tuple[bytes, Row]]]:
     """Rows whose stamp (read first, without values) matches a kept decode come from the
     cache; the others from storage, remembering the stamp they had (``keeper.stamps``).
-    Rows of series ``named`` drops are counted (``count_dropped``) but not read further."""
+    Rows of series ``named`` drops are counted (``count_dropped``) but not read further.
+    ``stamped_before``: every row's stamp in ``ranges`` (and stored bytes, where the store
+    sizes stamps), read already by the caller."""
     cache = keeper.cache
-    # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
-    one_pass = able(table, SCAN_STAMPED) is not None and (
-        len(ranges) == 1 or able(table, SCAN_MANY) is None)
-    if named is None and one_pass and not _warm(cache, table, ranges):
-        keeper.stamps = {}
-        return [], _one_pass(keeper, table, ranges, keep)
     sized = named is not None and able(table, SCAN_STAMPS_SIZED) is not None
-    scan = table.scan_stamps_sized if sized else table.scan_stamps
-    stamped = []
-    for start, stop in ranges:
-        for row in scan(start, stop, "t"):
-            stamped.append(row)
-            if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:
-                check_deadline()
+    if stamped_before is not None and (not sized or _with_sizes(stamped_before)):
+        stamped = list(stamped_before)
+    else:
+        # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
+        one_pass = able(table, SCAN_STAMPED) is not None and (
+            len(ranges) == 1 or able(table, SCAN_MANY) is None)
+        warm = _warm(cache, table, ranges) if named is None and one_pass else True
+        if warm is None:  # no row at all: as if the scan had come a moment earlier
+            keeper.stamps = {}
+            return [], iter(())
+        if not warm:
+            keeper.stamps = {}
+            return [], _one_pass(keeper, table, ranges, keep)
+        stamped = _stamps(table, ranges, sized, check_deadline)
     if keep is not None or sized:
         stamped, dropped = _sort_stamped(keeper, stamped, keep, named if sized else None)
         scanned = stamped + dropped
@@ -59,9 +63,27 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
     return hits, _missed_rows(table, ranges, stamps, scanned, keep)
 
 
-def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool:
+def _with_sizes(stamped: Sequence[StampedRow]) -> bool:
+    return not stamped or len(stamped[0]) > 3
+
+
+def _stamps(table: Any, ranges: Sequence[KeyRange], sized: bool,
+            check_deadline: Callable[[], None]) -> list[Any]:
+    """Every row's stamp in ``ranges`` (and its stored bytes when ``sized``)."""
+    scan = table.scan_stamps_sized if sized else table.scan_stamps
+    stamped = []
+    for start, stop in ranges:
+        for row in scan(start, stop, "t"):
+            stamped.append(row)
+            if len(stamped) % STAMP_CHECK_EVERY_ROWS == 0:
+                check_deadline()
+    return stamped
+
+
+def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | None:
     """Whether the cache holds the first row of the ranges as it is stored: then the
-    others are likely kept too (a dashboard asking again), else the read is cold."""
+    others are likely kept too (a dashboard asking again), else the read is cold. None
+    when the ranges hold no row (an hour not begun: nothing to read at all)."""
     for start, stop in ranges:
         stamps = table.scan_stamps(start, stop, "t")
         try:
@@ -69,7 +91,7 @@ def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool:
                 return cache.holds(table.name, key, (cells, newest))
         finally:
             stamps.close()
-    return False
+    return None
 
 
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None

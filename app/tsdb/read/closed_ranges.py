@@ -25,9 +25,9 @@ import numpy as np
 
 from app.engine.model import Series
 from app.query.filters import series_matches
-from app.storage.base import RANGE_STAMP, SCAN_STAMPS, able
+from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able, narrowed
 from app.tsdb import hour_cache
-from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
+from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -79,7 +79,8 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     if found is None:
         return None
     ranges, shape = found
-    table: Any = reader.table()
+    # The rows a cold read of the entry would scan (HBase: the keys' and literals' regexp).
+    table: Any = narrowed(reader.table(), reader.plan.key_row_regex)
     if able(table, SCAN_STAMPS) is None:
         return None  # a store that cannot stamp rows without their values
     space = table.name + "\x00ranges"
@@ -97,6 +98,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
         if kept.rows == rows:
             return _from_kept(reader, kept.series)
     inner = reader.inner()  # reads the closed rows the per-row way, counting each series
+    inner.row_stamps = rows  # HBase: the stamps just scanned, not scanned again
     try:
         series = inner.read_stored(first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
@@ -130,7 +132,7 @@ def _remember(memory: OrderedDict[Any, None], key: Any) -> bool:
 
 
 def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
-                ) -> tuple[hour_cache.Stamp, list[tuple[bytes, int, int]] | None]:
+                ) -> tuple[hour_cache.Stamp, list[StampedRow] | None]:
     """The ranges' stamp: on the embedded store one aggregate statement; on HBase (no
     aggregates on the region servers) every row's stamp, which the entry keeps and compares
     whole (the stamp then is the rows' number and newest write time, a quick first test)."""
@@ -139,7 +141,11 @@ def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]
         return by_range.range_stamp(ranges, "t"), None
     stamps = able(table, SCAN_STAMPS)
     assert stamps is not None  # read_closed asked first
-    rows = [row for start, stop in ranges for row in stamps.scan_stamps(start, stop, "t")]
+    # With each row's stored bytes where the store can (a read that then drops series by
+    # name counts their bytes from them: cached.rows).
+    sized = able(table, SCAN_STAMPS_SIZED)
+    scan = stamps.scan_stamps if sized is None else sized.scan_stamps_sized
+    rows = [row for start, stop in ranges for row in scan(start, stop, "t")]
     return (len(rows), max((row[2] for row in rows), default=0)), rows
 
 
@@ -148,7 +154,7 @@ class Kept:
     """A range entry's payload: its series, and the row stamps it was read with (HBase)."""
 
     series: list[KeptSeries]
-    rows: list[tuple[bytes, int, int]] | None
+    rows: list[StampedRow] | None
 
 
 def _ranges(reader: RowReader, first_s: int, last_s: int

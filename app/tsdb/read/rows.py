@@ -34,7 +34,7 @@ from app.query.limits import NO_DEADLINE, Deadline, QueryLimits
 from app.storage import codec
 from app.storage.base import Row, Table, narrowed, scan_ranges
 from app.tsdb import TSDB
-from app.tsdb.hour_cache import CachedRow, cache_for
+from app.tsdb.hour_cache import CachedRow, StampedRow, cache_for
 from app.tsdb.read import cached
 from app.tsdb.read.decode import (
     decode_row,
@@ -100,6 +100,10 @@ class RowReader:
         self.keeper: Keeper | None = None
         # (rows, stored bytes) of each series read, when recorded (closed_ranges fills one).
         self.kept_counts: list[tuple[int, int]] | None = None
+        # Every row's stamp in the read's key ranges when read already (closed_ranges on
+        # HBase, whose range stamp is every row's stamp): the hour cache takes them as they
+        # are instead of scanning the stamps again.
+        self.row_stamps: list[StampedRow] | None = None
 
     @property
     def plan(self) -> ReadPlan:
@@ -118,6 +122,7 @@ class RowReader:
         inner.matched_rows = []
         inner.keeper = None
         inner.kept_counts = []
+        inner.row_stamps = None
         inner.read_plan = dataclasses.replace(
             self.plan, cache=CachePolicy(rows=self.plan.cache.rows, ranges=False))
         return inner
@@ -187,7 +192,7 @@ class RowReader:
             self.keeper = Keeper(cache, table.name, self.layout, self.row_span_s)
             hits, stored = cached.rows(self.keeper, table, ranges, keep, named,
                                        lambda: self.deadline.check(self.plan.sub.index),
-                                       self._count_dropped)
+                                       self._count_dropped, self.row_stamps)
             return hits, stored
         # Salt buckets (and narrowed ranges) are independent: HBase scans them concurrently.
         rows = scan_ranges(table, ranges, columns=[b"t"])
