@@ -144,3 +144,21 @@ def test_two_thousand_silent_sockets_do_not_keep_a_new_client_out(
         for sock in silent:
             sock.close()
         server.stop()
+
+
+def test_dropcaches_is_refused_in_ro_mode_on_both_protocols(
+        tmp_path_factory: pytest.TempPathFactory) -> None:
+    """A read-only server: the line protocol answers ``dropcaches`` as an unknown command
+    (as ``put``) and HTTP has no such route; a read-write one drops them on both."""
+    for mode, line_reply, status in (
+            ("ro", b"unknown command: dropcaches.  Try `help'.\n", 404),
+            ("rw", b"Caches dropped.\n", 200)):
+        server = start_tsd(tmp_path_factory.mktemp(mode), {**SETTINGS, "tsd.mode": mode},
+                           workers=1)
+        try:
+            with server.connect() as sock:
+                sock.sendall(b"dropcaches\n")
+                assert read_exactly_until(sock, b"\n") == line_reply
+            assert requests.get(server.url + "/api/dropcaches", timeout=10).status_code == status
+        finally:
+            server.stop()
