@@ -81,7 +81,7 @@ class OpenTSDBClient:
         for _, tags, timestamp, value in points(hour_s):
             batch.append({"metric": "fresh.cpu", "timestamp": timestamp, "value": value,
                           "tags": tags})
-            if len(batch) == 200:
+            if len(batch) == 5000:  # ?sync waits ~1 s a request (the flush interval)
                 self._put(batch)
                 batch = []
         if batch:
