@@ -79,7 +79,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     if found is None:
         return None
     ranges, shape = found
-    table: Any = reader.table()
+    table: Any = reader.range_table()
     if able(table, SCAN_STAMPS) is None:
         return None  # a store that cannot stamp rows without their values
     space = table.name + "\x00ranges"
