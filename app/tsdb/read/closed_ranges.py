@@ -25,7 +25,7 @@ import numpy as np
 
 from app.engine.model import Series
 from app.query.filters import series_matches
-from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able, narrowed
+from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
 
@@ -79,8 +79,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     if found is None:
         return None
     ranges, shape = found
-    # The rows a cold read of the entry would scan (HBase: the keys' and literals' regexp).
-    table: Any = narrowed(reader.table(), reader.plan.key_row_regex)
+    table: Any = reader.range_table()
     if able(table, SCAN_STAMPS) is None:
         return None  # a store that cannot stamp rows without their values
     space = table.name + "\x00ranges"

@@ -57,9 +57,9 @@ def decode_series(layout: codec.RowKeyLayout, groups: Sequence[SeriesRows]
                   ) -> list[codec.DecodedRow] | None:
     """Stored rows of many series in one pass, each series' own arrays; None when two cells
     hold the same timestamp (then each row is decoded with its write times)."""
-    batch = [(base_time_s(layout, key) + j * SERIES_SHIFT_S, data_cells(cells))
+    batch = [(base_time_s(layout, key) + j * SERIES_SHIFT_S, cells)
              for j, group in enumerate(groups) for key, cells in group.rows]
-    merged = codec.decode_rows(batch)
+    merged = decode_stored_rows(batch, DATA_PREFIX)
     if merged.has_duplicates:
         return None
     shift_ms = SERIES_SHIFT_S * 1000

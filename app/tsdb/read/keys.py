@@ -125,7 +125,8 @@ def salt_ranges(layout: codec.RowKeyLayout, salt: bytes, metric_uid: bytes, firs
 
     Tags in a key are sorted by tagk UID, so a row holding ``tagk=v`` either starts its
     tags with that pair or with a tagk of a lower UID: each hour needs only
-    ``[hour, hour+tagk)`` and ``[hour+tagk+v, next(hour+tagk+v))`` for every literal v.
+    ``[hour, hour+tagk)`` (unless no UID is lower) and ``[hour+tagk+v, next(hour+tagk+v))``
+    for every literal v.
     """
     start, stop = layout.metric_scan_range(salt, metric_uid, first_s, last_s)
     hours = (last_s - first_s) // span_s + 1
@@ -133,9 +134,13 @@ def salt_ranges(layout: codec.RowKeyLayout, salt: bytes, metric_uid: bytes, firs
             or hours * (len(narrow.literal_uids) + 1) > MAX_EXACT_KEYS:
         return [(start, stop)]  # one wide scan beats that many narrow ones
     ranges: list[KeyRange] = []
+    # OpenTSDB assigns UIDs from 1, so no row starts its tags below the first tag key ever
+    # assigned (often ``host``): that range is empty, and a scan of it three round trips.
+    lower_tagks = int.from_bytes(narrow.tagk_uid, "big") > 1
     for base_s in range(first_s, last_s + 1, span_s):
         hour = salt + metric_uid + base_s.to_bytes(4, "big")
-        ranges.append((hour, hour + narrow.tagk_uid))
+        if lower_tagks:
+            ranges.append((hour, hour + narrow.tagk_uid))
         for tagv_uid in sorted(narrow.literal_uids):
             prefix = hour + narrow.tagk_uid + tagv_uid
             ranges.append((prefix, prefix_stop(prefix)))

@@ -55,6 +55,11 @@ class RollupReader(RowReader):
     def table(self) -> Table:
         return self.tsdb.table(self.table_name)
 
+    def range_table(self) -> Table:
+        """Rollup rows are read without the row-key regexp (:meth:`scan_rows`): so is the
+        stamp."""
+        return self.table()
+
     def read_between(self, first_ms: int, end_ms: int) -> list[Series]:
         """Buckets in ``[first_ms, end_ms)`` (whole downsample buckets)."""
         if self.value_id is None or (self.combine == "avg" and self.count_id is None):

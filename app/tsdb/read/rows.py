@@ -114,6 +114,13 @@ class RowReader:
     def table(self) -> Table:
         return self.tsdb.data_table()
 
+    def range_table(self) -> Table:
+        """The table a range entry's stamp is read from (``closed_ranges``): narrowed on
+        the storage servers by the regexp the entry's rows are read with
+        (``plan.key_row_regex``, see :meth:`row_stream`), so the stamp is of those rows
+        only, not of every series of the metric."""
+        return narrowed(self.table(), self.plan.key_row_regex)
+
     def inner(self) -> RowReader:
         """A reader like this one (same class, table, limits, deadline) with stats of its
         own, reading row by row and recording each series' counts (``closed_ranges``)."""

@@ -33,6 +33,7 @@ from app.storage.codec import (
     point_cell,
     salt_bucket,
 )
+from app.storage.codec_decode import decode_stored_rows
 
 
 def h(text: str) -> bytes:
@@ -459,6 +460,55 @@ def test_decode_rows_concatenates_hours_in_order() -> None:
                            (BASE * 1000 + 3600000, 3.0), (BASE * 1000 + 3601000, 4.0)]
     assert not row.has_duplicates
     assert len(decode_rows([])) == 0
+
+
+# --- rows not compacted yet: one cell per point ----------------------------------------------
+
+# Eight single second-resolution cells, in HBase's column order: offsets 0..7 s, flags by hand:
+# 1-byte int 5 (0000), 2-byte int -2 (0011), 4-byte int 70000 (0023), 8-byte int 2**40 (0037),
+# 4-byte float 0.5 = 3F000000 (004B), 8-byte float 42.2 (005F), 1-byte int -1 (0060),
+# 2-byte int 300 = 012C (0071).
+FRESH = [(h("0000"), h("05")), (h("0011"), h("FFFE")), (h("0023"), h("00011170")),
+         (h("0037"), long(2**40)), (h("004B"), h("3F000000")), (h("005F"), h("404519999999999A")),
+         (h("0060"), h("FF")), (h("0071"), h("012C"))]
+FRESH_POINTS = [(BASE * 1000, 5.0), (BASE * 1000 + 1000, -2.0), (BASE * 1000 + 2000, 70000.0),
+                (BASE * 1000 + 3000, float(2**40)), (BASE * 1000 + 4000, 0.5),
+                (BASE * 1000 + 5000, 42.2), (BASE * 1000 + 6000, -1.0),
+                (BASE * 1000 + 7000, 300.0)]
+
+
+def stored(cells: list[tuple[bytes, bytes]]) -> dict[bytes, bytes]:
+    return {b"t:" + q: v for q, v in cells}
+
+
+def test_decode_a_row_not_compacted_yet() -> None:
+    row = decode_stored_rows([(BASE, stored(FRESH)), (BASE + 3600, stored(FRESH))], b"t:")
+    assert points(row) == FRESH_POINTS + [(ts + 3600_000, v) for ts, v in FRESH_POINTS]
+    assert row.is_int.tolist() == [True] * 4 + [False] * 2 + [True] * 2 + \
+        [True] * 4 + [False] * 2 + [True] * 2
+    assert not row.has_duplicates
+
+
+def test_decode_a_row_not_compacted_yet_with_a_cell_to_fix() -> None:
+    # TestInternal#extractDataPointsFixQualifierFlags: an 8-byte 6 flagged as 4 bytes (0083)
+    row = decode_stored_rows([(BASE, stored([*FRESH, (h("0083"), long(6))]))], b"t:")
+    assert points(row) == [*FRESH_POINTS, (BASE * 1000 + 8000, 6.0)]
+
+
+def test_decode_a_row_not_compacted_yet_with_a_duplicate() -> None:
+    # TestCompactionQueue#overlappingDataPoints: 0003 and 0007 at +0 s; without write times
+    # the later qualifier in byte order (0007) wins
+    row = decode_stored_rows([(BASE, stored([(h("0003"), h("00000009")), (h("0007"), long(4)),
+                                             *FRESH[1:]]))], b"t:")
+    assert points(row) == [(BASE * 1000, 4.0), *FRESH_POINTS[1:]] and row.has_duplicates
+
+
+def test_decode_a_row_not_compacted_yet_beside_other_columns() -> None:
+    # an ms point (+7500 ms << 6 = 0x75300: F007530B, a 4-byte float 1.0), a note, another family
+    cells = {**stored(FRESH), b"t:" + h("F007530B"): h("3F800000"),
+             b"t:" + h("010002"): b"{}", b"x:" + h("0000"): h("09")}
+    row = decode_stored_rows([(BASE, cells)], b"t:")
+    assert points(row) == [*FRESH_POINTS, (BASE * 1000 + 7500, 1.0)]
 
 
 # --- compaction (TestCompactionQueue) ------------------------------------------------------

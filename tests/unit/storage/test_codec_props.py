@@ -335,3 +335,27 @@ def test_an_int_whose_bits_are_a_float_nan_decodes_beside_floats() -> None:
     row = decode_row(base, [compact_cells(single_cells(pts))])
     assert observed(row) == [(base * 1000, 1.5, False), ((base + 1) * 1000, 2.5, False),
                              ((base + 2) * 1000, 2139095041.0, True)]
+
+
+@st.composite
+def second_points(draw: st.DrawFn) -> tuple[int, list[Point]]:
+    """A base time and 0-40 points at distinct whole seconds of its hour."""
+    base = draw(bases)
+    offsets = draw(st.lists(st.integers(0, 3599), max_size=40, unique=True))
+    return base, [(base + offset, draw(values)) for offset in offsets]
+
+
+@SETTINGS
+@given(st.lists(st.one_of(second_points(), hour_points(max_size=30)), min_size=1, max_size=6),
+       st.booleans())
+def test_rows_not_compacted_yet_decode_as_their_cells(hours: list[tuple[int, list[Point]]],
+                                                      column_order: bool) -> None:
+    """Rows of single cells only, as an hour not compacted yet is stored (one cell per point),
+    in HBase's column order or any other: each point as written."""
+    by_base = {base: pts for base, pts in hours}
+    rows = []
+    for base, pts in by_base.items():
+        cells = single_cells(pts)
+        rows.append((base, {b"t:" + q: v for q, v in (sorted(cells) if column_order else cells)}))
+    want = expected([p for pts in by_base.values() for p in pts])
+    assert observed(decode_stored_rows(rows, b"t:")) == want
