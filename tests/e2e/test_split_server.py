@@ -75,3 +75,36 @@ def test_helpers_live_and_die_with_their_workers(demo_store: str, tmp_path: Path
         for _ in range(4):  # the worker that lost its helper reads alone
             assert _answer(tsd.url) == expected
     _wait_for("the helpers to leave", lambda: not any(map(_is_helper, helpers.values())))
+
+
+def _policies(pid: int) -> dict[int, int]:
+    """The scheduling policy of each thread of ``pid`` by thread id (``/proc``'s stat field
+    41)."""
+    found = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            found[int(task.name)] = int(
+                (task / "stat").read_text().rsplit(")", 1)[1].split()[38])
+        except (OSError, IndexError):
+            continue
+    return found
+
+
+def test_queries_run_as_batch_work_and_the_rest_does_not(demo_store: str,
+                                                          tmp_path: Path) -> None:
+    """Query threads and the split helpers are SCHED_BATCH (3), so a light request that
+    wakes preempts them (app/server/cpu_class.py); the event loop and the request threads
+    stay SCHED_OTHER (0)."""
+    with gunicorn_server({"TSD_STORAGE": demo_store, **SPLIT}, tmp_path / "batch.log",
+                         workers=1) as tsd:
+        (worker,) = _children(tsd.process.pid)
+        _wait_for("the helper", lambda: len(_helpers(tsd.process.pid)) == 1)
+        (helper,) = _helpers(tsd.process.pid).values()
+        # its main thread, once it has imported what it reads with
+        _wait_for("the helper as batch work", lambda: _policies(helper).get(helper) == 3)
+        _answer(tsd.url)  # a query: its pool thread starts
+        assert requests.get(tsd.url + "/api/version", timeout=10).status_code == 200
+        policies = _policies(worker)
+        assert policies.pop(worker) == 0, policies  # the main thread: the event loop
+        assert 3 in policies.values(), policies  # the query thread
+        assert 0 in policies.values(), policies  # request threads
