@@ -139,9 +139,7 @@ class RowReader:
         if selection.by_key and selection.exact is not None:
             rows = self._exact_rows(selection.metric_uid, selection.exact, first_s, last_s)
             return (row for row in rows if passes(self.layout, row[0], constraints)), None, ()
-        keep = None
-        if constraints:
-            keep = self._per_series(lambda key: passes(self.layout, key, constraints))
+        keep = self.constraint_test()
         named = None
         if selection.named:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
@@ -153,6 +151,14 @@ class RowReader:
         hits, stored = self.scan_rows(selection.metric_uid, first_s, last_s,
                                       selection.narrow, keep, named, row_regex=regex)
         return stored, named, hits
+
+    def constraint_test(self) -> Callable[[bytes], bool] | None:
+        """The plan's UID constraints as a test of a row key, run once per series (None:
+        none): the rows a scan keeps."""
+        constraints = self.plan.selection.constraints
+        if not constraints:
+            return None
+        return self._per_series(lambda key: passes(self.layout, key, constraints))
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
         """``test`` of a row key, run once per series (the key without its base time)."""

@@ -1,0 +1,189 @@
+"""Closed raw hours from the columns the embedded store keeps beside their cells: a fresh
+process reads an hour of a metric (every series of it) as one blob, decoded in a few numpy
+steps, instead of a SQL row, a dict and a decode pass per row (docs/performance.md, "Cold raw
+reads from hour columns").
+
+``closed_hours`` walks the hours of a read's closed range in key order: an hour whose blob is
+kept comes decoded from it (``hour_blob``); another is read from its cells (with their stamp),
+decoded by the one decoder every read uses and, when it holds nothing its cells are needed
+for (a note, two cells with one timestamp, an integer beyond 2**53), made into a blob that is
+read the same way and, once the hour is over and settled, kept (``HourColumn.put_hour_columns``,
+which keeps it only if the hour's cells are still those read). An hour that cannot be a blob
+gives its stored rows, which the caller reads as it reads any.
+
+Only reads of a metric's whole key ranges use them (no tsuids, exact keys or narrowed
+ranges: a blob holds every series of its hour), and only the raw data table's hour rows.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from app.engine.downsample import Window
+from app.engine.flat import FlatSeries, constant
+from app.engine.model import Series
+from app.errors import StorageError
+from app.storage.base import HOUR_COLUMN, SCAN_STAMPED, HourColumn, HourPut, Row, able
+from app.tsdb import hour_cache
+from app.tsdb.read import hour_blob
+from app.tsdb.read.decode import decode_pass
+from app.tsdb.read.fused import FusedRead
+from app.tsdb.read.hour_blob import HourRows
+from app.tsdb.read.keys import MAX_TIMESPAN_S
+from app.tsdb.read.rows import RowReader
+
+log = logging.getLogger(__name__)
+
+# Blobs made by a read are put in batches of about this many bytes (one write transaction
+# each), so a cold read of many hours does not hold them all.
+PUT_BATCH_BYTES = 16 << 20
+# Whether blobs are deflated at rest (hour_blob.FLAG_ZLIB): see docs/performance.md.
+COMPRESS = False
+
+StampedRow = tuple[bytes, Row, int, int, int]
+"""``(key, cells, cell count, newest write time, stored bytes)`` as ``scan_stamped`` gives."""
+
+
+@dataclass(frozen=True, slots=True)
+class Hour:
+    """One closed hour of a read: decoded from columns, or its stored rows."""
+
+    decoded: HourRows | None
+    rows: list[tuple[bytes, Row]]
+
+
+def source(reader: RowReader) -> HourColumn | None:
+    """The table's hour columns when this read may use them."""
+    table = reader.table()
+    columns = able(table, HOUR_COLUMN)
+    selection = reader.plan.selection
+    if (columns is None or able(table, SCAN_STAMPED) is None
+            or reader.row_span_s != MAX_TIMESPAN_S
+            or table.name != reader.tsdb.data_table().name
+            or selection.tsuids or selection.narrow is not None
+            or (selection.by_key and selection.exact is not None)):
+        return None
+    return columns
+
+
+def closed_hours(reader: RowReader, columns: HourColumn, first_s: int, last_s: int
+                 ) -> Iterator[Hour]:
+    """The hours ``[first_s, last_s]`` (all closed) of the plan's metric, salt bucket after
+    salt bucket, each in time order; blobs made on the way are kept as they come."""
+    layout = reader.layout
+    metric = reader.plan.selection.metric_uid
+    span_s = reader.row_span_s
+    prefix_bytes = layout.salt_width + layout.metric_width + 4
+    time_at = layout.salt_width + layout.metric_width
+    stamped_scan = able(reader.table(), SCAN_STAMPED)
+    assert stamped_scan is not None  # source() asked
+    salts = layout.salt_prefixes()
+    try:
+        kept = set(columns.hour_prefixes(
+            [(salt + metric + first_s.to_bytes(4, "big"),
+              salt + metric + (last_s + span_s).to_bytes(4, "big")) for salt in salts]))
+    except StorageError as exc:  # e.g. an older file opened read-only: the cells alone
+        log.warning("hour columns unavailable, reading cells: %s", exc.message)
+        kept = set()
+        columns = None  # type: ignore[assignment]
+    puts: list[HourPut] = []
+    put_bytes = 0
+    for salt in salts:
+        for base_s in range(first_s, last_s + 1, span_s):
+            prefix = salt + metric + base_s.to_bytes(4, "big")
+            blob = columns.hour_column(prefix) if prefix in kept else None
+            decoded = _decoded(blob) if blob is not None else None
+            if decoded is not None:
+                yield Hour(decoded, [])
+                continue
+            stamped = list(stamped_scan.scan_stamped(prefix, prefix[:-4] + (base_s + span_s)
+                                              .to_bytes(4, "big"), "t"))
+            if not stamped:
+                continue
+            made = _made(stamped, base_s, time_at)
+            if made is None:
+                yield Hour(None, [(row[0], row[1]) for row in stamped])
+                continue
+            stamp = (sum(row[2] for row in stamped), max(row[3] for row in stamped))
+            if columns is not None and hour_cache.keepable(base_s, span_s, stamp,
+                                                           hour_cache.clock_ms()):
+                puts.append(HourPut(prefix, stamp, made))
+                put_bytes += len(made)
+                if put_bytes >= PUT_BATCH_BYTES:
+                    _put(columns, prefix_bytes, puts)
+                    puts, put_bytes = [], 0
+            del stamped
+            yield Hour(hour_blob.decode(made), [])
+    if puts and columns is not None:
+        _put(columns, prefix_bytes, puts)
+
+
+def _decoded(blob: bytes) -> HourRows | None:
+    try:
+        return hour_blob.decode(blob)
+    except ValueError as exc:  # a blob of another version: its cells, and a new blob
+        log.warning("hour column not read (%s): reading its cells", exc)
+        return None
+
+
+def _put(columns: HourColumn, prefix_bytes: int, puts: list[HourPut]) -> None:
+    try:
+        columns.put_hour_columns(prefix_bytes, puts)
+    except StorageError as exc:  # e.g. a read-only file: read from cells next time too
+        log.warning("hour columns not kept: %s", exc.message)
+
+
+def _made(stamped: list[StampedRow], base_s: int, time_at: int) -> bytes | None:
+    """The blob of an hour's stored rows, None when they hold what needs their cells."""
+    for row in stamped:
+        for column in row[1]:  # a note's (or an append's) qualifier has an odd length
+            if len(column) & 1:
+                return None
+    done = decode_pass([(row[0], row[1]) for row in stamped], time_at)
+    if done is None:
+        return None
+    merged, cuts, big = done
+    if merged.has_duplicates or big.size:
+        return None
+    points = np.diff(np.concatenate(([0], cuts, [merged.ts_ms.size]))).astype(np.int64)
+    return hour_blob.encode(base_s, [row[0] for row in stamped], points,
+                            [row[4] for row in stamped], merged.ts_ms, merged.values,
+                            merged.is_int, compress=COMPRESS)
+
+
+def _kept_rows(hour: HourRows, keep: Callable[[bytes], bool] | None
+               ) -> tuple[list[bytes], np.ndarray, np.ndarray]:
+    """The hour's row keys the plan's UID constraints keep, their indexes and offsets."""
+    keys = hour.key_list()
+    offsets = np.concatenate(([0], np.cumsum(hour.points))).astype(np.int64)
+    if keep is None:
+        return keys, np.arange(len(keys)), offsets
+    index = [i for i, key in enumerate(keys) if keep(key)]
+    return [keys[i] for i in index], np.array(index, np.int64), offsets
+
+
+def read_fused(reader: RowReader, columns: HourColumn, first_s: int, closed_s: int,
+               last_s: int, window: Window) -> list[Series]:
+    """A fused read (no hour cache) whose hours ``[first_s, closed_s]`` are closed: those
+    from hour columns, the rest from storage."""
+    fused = FusedRead(reader, window)
+    keep = reader.constraint_test()
+    for hour in closed_hours(reader, columns, first_s, closed_s):
+        if hour.decoded is None:
+            fused.add_rows(iter([row for row in hour.rows if keep is None or keep(row[0])]))
+            continue
+        keys, index, offsets = _kept_rows(hour.decoded, keep)
+        d = hour.decoded
+        rows = FlatSeries(d.ts_ms, d.values, constant(0, np.int64, d.ts_ms.size), ~d.is_int,
+                          offsets)
+        if len(keys) < len(d.points):
+            rows = rows.take(index)
+        fused.add_decoded(keys, rows, d.stored_bytes[index])
+    if closed_s < last_s:
+        later, _, _ = reader.row_stream(closed_s + reader.row_span_s, last_s)
+        fused.add_rows(later)
+    return fused.finish()
