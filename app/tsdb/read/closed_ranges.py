@@ -28,6 +28,7 @@ from app.query.filters import series_matches
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry
+from app.tsdb.read import hour_columns
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -98,7 +99,10 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
             return _from_kept(reader, kept.series)
     inner = reader.inner()  # reads the closed rows the per-row way, counting each series
     try:
-        series = inner.read_stored(first_s, last_s)
+        # A cold read: the hour columns when the hours have them (or can), else the rows.
+        series = hour_columns.read_series(inner, first_s, last_s)
+        if series is None:
+            series = inner.read_stored(first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
         _add_stats(reader, inner)
     if _dropped(inner, series):

@@ -172,10 +172,7 @@ def decode(blob: bytes) -> HourRows:
     if flags & FLAG_REGULAR:
         first = take("<u4", rows).astype(np.int64)
         step = take("<u4", rows).astype(np.int64)
-        starts = np.cumsum(counts) - counts
-        ts_ms = np.arange(points, dtype=np.int64) - np.repeat(starts, counts)
-        ts_ms *= np.repeat(step, counts)
-        ts_ms += np.repeat(first + base_ms, counts)
+        ts_ms = _regular_times(first + base_ms, step, counts, points)
     elif flags & FLAG_SECONDS:
         ts_ms = take("<u2", points).astype(np.int64)
         ts_ms *= 1000
@@ -194,3 +191,19 @@ def decode(blob: bytes) -> HourRows:
         is_int = take("u1", points).astype(np.bool_)
     return HourRows(int(head["base_s"]), keys, key_lengths, counts, weights, ts_ms, values,
                     is_int)
+
+
+def _regular_times(first_ms: np.ndarray, step_ms: np.ndarray, counts: np.ndarray,
+                   points: int) -> np.ndarray:
+    """Each row's ``first + step * k`` for k below its count, rows one after the other: a
+    matrix when every row has as many points (the common case), else per point."""
+    if counts.size and bool((counts == counts[0]).all()):
+        width = int(counts[0])
+        ts_ms = step_ms[:, None] * np.arange(width, dtype=np.int64)[None, :]
+        ts_ms += first_ms[:, None]
+        return ts_ms.reshape(-1)
+    starts = np.cumsum(counts) - counts
+    ts_ms = np.arange(points, dtype=np.int64) - np.repeat(starts, counts)
+    ts_ms *= np.repeat(step_ms, counts)
+    ts_ms += np.repeat(first_ms, counts)
+    return ts_ms

@@ -24,9 +24,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.engine.downsample import Window
-from app.engine.flat import FlatSeries, constant
+from app.engine.flat import FlatSeries, constant, ranges_to_index
 from app.engine.model import Series
 from app.errors import StorageError
+from app.query.filters import series_matches
 from app.storage.base import HOUR_COLUMN, SCAN_STAMPED, HourColumn, HourPut, Row, able
 from app.tsdb import hour_cache
 from app.tsdb.read import hour_blob
@@ -187,3 +188,102 @@ def read_fused(reader: RowReader, columns: HourColumn, first_s: int, closed_s: i
         later, _, _ = reader.row_stream(closed_s + reader.row_span_s, last_s)
         fused.add_rows(later)
     return fused.finish()
+
+
+def read_series(reader: RowReader, first_s: int, last_s: int) -> list[Series] | None:
+    """The plan's series from the closed hours ``[first_s, last_s]`` as ``read_stored`` reads
+    them (row-key order, each series' rows and stored bytes recorded in ``kept_counts``), from
+    hour columns; None when some hour cannot come from columns (then nothing is counted)."""
+    columns = source(reader)
+    if columns is None or reader.kept_counts is None:
+        return None
+    keep = reader.constraint_test()
+    keys: list[bytes] = []
+    counts, weights, ts_parts, value_parts, int_parts = [], [], [], [], []
+    for hour in closed_hours(reader, columns, first_s, last_s):
+        if hour.decoded is None:
+            return None  # notes, duplicates or huge integers: the rows, as before
+        found, index, _ = _kept_rows(hour.decoded, keep)
+        d = hour.decoded
+        if len(found) < len(d.points):
+            offsets = np.concatenate(([0], np.cumsum(d.points))).astype(np.int64)
+            take = ranges_to_index(offsets[index], d.points[index])
+            ts_parts.append(d.ts_ms[take])
+            value_parts.append(d.values[take])
+            int_parts.append(d.is_int[take])
+        else:
+            ts_parts.append(d.ts_ms)
+            value_parts.append(d.values)
+            int_parts.append(d.is_int)
+        keys += found
+        counts.append(d.points[index])
+        weights.append(d.stored_bytes[index])
+    return _assembled_series(reader, keys, counts, weights, ts_parts, value_parts, int_parts)
+
+
+def _assembled_series(reader: RowReader, keys: list[bytes], counts: list[np.ndarray],
+                      weights: list[np.ndarray], ts_parts: list[np.ndarray],
+                      value_parts: list[np.ndarray], int_parts: list[np.ndarray]
+                      ) -> list[Series]:
+    """Rows (hour after hour) gathered series after series, each in time order, into one
+    block whose slices are the series; the filters' names run once per series."""
+    layout, stats, plan = reader.layout, reader.stats, reader.plan
+    time_at = layout.salt_width + layout.metric_width
+    numbers: dict[bytes, int] = {}
+    sid = np.fromiter((numbers.setdefault(key[:time_at] + key[time_at + 4:], len(numbers))
+                       for key in keys), np.int64, len(keys))
+    base = np.fromiter((int.from_bytes(key[time_at:time_at + 4], "big") for key in keys),
+                       np.int64, len(keys))
+    points = np.concatenate(counts) if counts else np.zeros(0, np.int64)
+    stored = np.concatenate(weights) if weights else np.zeros(0, np.int64)
+    stats.rows += len(keys)
+    stats.bytes += int(stored.sum())
+    reader.limits.check_read(plan.sub, stats.points, stats.bytes)
+    reader.deadline.check(plan.sub.index)
+    orders = sorted(numbers)  # row-key order, as read_stored groups them
+    rank = np.empty(len(orders), np.int64)
+    rank[[numbers[o] for o in orders]] = np.arange(len(orders))
+    row_rank = rank[sid]
+    order = np.lexsort((base, row_rank))
+    ts_ms = _gathered(ts_parts, points, order, np.int64)
+    values = _gathered(value_parts, points, order, np.float64)
+    is_int = _gathered(int_parts, points, order, np.bool_)
+    for array in (ts_ms, values, is_int):
+        array.flags.writeable = False  # a range entry may keep them
+    series_points = np.bincount(row_rank, weights=points, minlength=len(orders)).astype(np.int64)
+    series_rows = np.bincount(row_rank, minlength=len(orders))
+    series_bytes = np.bincount(row_rank, weights=stored, minlength=len(orders)).astype(np.int64)
+    ends = np.cumsum(series_points).tolist()
+    plan_filters, explicit = plan.filters, plan.sub.explicit_tags
+    out: list[Series] = []
+    assert reader.kept_counts is not None
+    for rank_of, (row_order, end) in enumerate(zip(orders, ends)):
+        start = end - int(series_points[rank_of])
+        tag_uids = layout.parse_row_key(row_order[:time_at] + b"\0\0\0\0"
+                                        + row_order[time_at:]).tags
+        tags = reader.names(tag_uids)
+        if tags is None or not series_matches(tags, plan_filters, explicit):
+            continue
+        reader.kept_counts.append((int(series_rows[rank_of]), int(series_bytes[rank_of])))
+        out.append(Series(tsuid=row_order[layout.salt_width:].hex().upper(), tags=tags,
+                          ts_ms=ts_ms[start:end], values=values[start:end],
+                          is_int=is_int[start:end], annotations=[], long_values=None,
+                          row_order=row_order, tag_uids=dict(zip(tags, tag_uids))))
+        stats.points += end - start
+    stats.series += len(out)
+    reader.limits.check_read(plan.sub, stats.points, stats.bytes)
+    reader.limits.check_emitted(plan.sub, plan.buckets, len(out))
+    return out
+
+
+def _gathered(parts: list[np.ndarray], points: np.ndarray, order: np.ndarray,
+              dtype: type) -> np.ndarray:
+    """The rows' points (``parts`` joined: rows one after the other, ``points`` each) in the
+    rows' ``order``: whole rows at once when every row has as many points."""
+    if not parts:
+        return np.zeros(0, dtype)
+    joined = np.concatenate(parts) if len(parts) > 1 else parts[0]
+    if points.size and bool((points == points[0]).all()) and points[0] > 0:
+        return np.take(joined.reshape(points.size, -1), order, axis=0).reshape(-1)
+    starts = np.cumsum(points) - points
+    return joined[ranges_to_index(starts[order], points[order])]
