@@ -70,6 +70,7 @@ CREATE TABLE IF NOT EXISTS cells (
 CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
 """ + STAGING_SCHEMA + sqlite_columns.SCHEMA + sqlite_hours.SCHEMA
 BUSY_TIMEOUT_S = 30.0
+KEYS_PER_STATEMENT = 500  # row keys fetched by one statement of ``rows``
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
 PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
 # The WAL file is cut back to this size after a checkpoint empties it (it keeps its largest
@@ -302,8 +303,17 @@ class SqliteTable:
     def rows(self, rows: Sequence[bytes],
              columns: Sequence[bytes] | None = None) -> list[tuple[bytes, Row]]:
         self._settle()
-        found = ((key, self._row(key, columns)) for key in rows)
-        return [(key, cells) for key, cells in found if cells]
+        where, params = _column_clause(columns)
+        found: dict[bytes, Row] = {}
+        for at in range(0, len(rows), KEYS_PER_STATEMENT):
+            chunk = rows[at:at + KEYS_PER_STATEMENT]
+            cursor = self._db().execute(
+                f"SELECT row, family, {QUALIFIER}, {VALUE} FROM cells WHERE tbl = ?"
+                f" AND row IN ({', '.join('?' * len(chunk))})" + where,
+                (self.name, *chunk, *params))
+            for key, family, qualifier, value in cursor:
+                found.setdefault(key, {})[family.encode() + b":" + qualifier] = value
+        return [(key, found[key]) for key in rows if key in found]
 
     def scan(self, row_start: bytes | None = None, row_stop: bytes | None = None,
              row_prefix: bytes | None = None, columns: Sequence[bytes] | None = None,

@@ -81,9 +81,10 @@ class FusedRead:
         self.series: list[_Fused] = []
         self.pieces: list[_Piece] = []
 
-    def _series_of(self, key: bytes) -> _Fused | None:
+    def _series_of(self, key: bytes, order: bytes | None = None) -> _Fused | None:
         """The series of a row key (None: one the filters drop), matched when first seen."""
-        order = series_order(self.reader.layout, key)
+        if order is None:
+            order = series_order(self.reader.layout, key)
         fused = self.by_series.get(order)
         if fused is None and order not in self.by_series:
             fused = self.by_series[order] = _matched(self.reader, key, order, len(self.series))
@@ -137,8 +138,14 @@ class FusedRead:
         reader = self.reader
         plan, stats = reader.plan, reader.stats
         owners, kept = [], []
-        for i, key in enumerate(keys):
-            fused = self._series_of(key)
+        time_at = reader.layout.salt_width + reader.layout.metric_width
+        orders = [key[:time_at] + key[time_at + 4:] for key in keys]
+        by_series = self.by_series
+        new = [key for key, order in zip(keys, orders) if order not in by_series]
+        if new:
+            reader.prefetch_names(new)
+        for i, (key, order) in enumerate(zip(keys, orders)):
+            fused = self._series_of(key, order)
             if fused is not None:
                 owners.append(fused.index)
                 kept.append(i)

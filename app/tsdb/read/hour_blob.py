@@ -7,6 +7,7 @@ uses (``decode.decode_pass``), so a read from the blob gives the very points a r
 cells gives. Layout (little-endian; every section starts 8-byte aligned)::
 
     head (HEAD_DTYPE) | key lengths u2[rows] | keys | points u4[rows] | stored bytes u4[rows]
+    | cells u4[rows] | newest write time i8[rows] (each row's stamp, as the hour cache keeps it)
     | offsets from the base time (u2 seconds, or u4 ms) [points]
     | values (f4 when every point is a float that a 4-byte float holds exactly, else f8)
     | integer flags u1[points] (f8 only)
@@ -48,6 +49,8 @@ class HourRows:
     key_lengths: np.ndarray  # int64 per row
     points: np.ndarray  # int64 per row
     stored_bytes: np.ndarray  # int64 per row: the byte limit's weight of its cells
+    cells: np.ndarray  # int64 per row: its stored cells and their newest write time (its
+    newest_ms: np.ndarray  # stamp in the hour cache)
     ts_ms: np.ndarray  # int64
     values: np.ndarray  # float64
     is_int: np.ndarray  # bool
@@ -98,14 +101,15 @@ def _regular(offsets: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def encode(base_s: int, keys: Sequence[bytes], points: np.ndarray, stored_bytes: Sequence[int],
-           ts_ms: np.ndarray, values: np.ndarray, is_int: np.ndarray, *,
-           compress: bool = False) -> bytes | None:
+           stamps: Sequence[tuple[int, int]], ts_ms: np.ndarray, values: np.ndarray,
+           is_int: np.ndarray, *, compress: bool = False) -> bytes | None:
     """The blob of an hour's rows (``points`` per row, their points one row after the other,
     each in time order), or None when the points do not fit the layout."""
     offsets = ts_ms - base_s * 1000
     if offsets.size and (int(offsets.min()) < 0 or int(offsets.max()) >= U4_LIMIT):
         return None
-    if max(stored_bytes, default=0) >= U4_LIMIT or any(len(key) >= 1 << 16 for key in keys):
+    widest = max([*stored_bytes, *(cells for cells, _ in stamps)], default=0)
+    if widest >= U4_LIMIT or any(len(key) >= 1 << 16 for key in keys):
         return None
     flags = scale = width = 0
     regular = _regular(offsets, points)
@@ -136,6 +140,8 @@ def encode(base_s: int, keys: Sequence[bytes], points: np.ndarray, stored_bytes:
     body = b"".join([
         _pad(np.fromiter(map(len, keys), "<u2", len(keys)).tobytes()), _pad(joined),
         _pad(np.asarray(points, "<u4").tobytes()), _pad(np.asarray(stored_bytes, "<u4").tobytes()),
+        _pad(np.array([cells for cells, _ in stamps], "<u4").tobytes()),
+        np.array([newest for _, newest in stamps], "<i8").tobytes(),
         _pad(offset_bytes), value_bytes])
     if compress:
         flags |= FLAG_ZLIB
@@ -168,6 +174,8 @@ def decode(blob: bytes) -> HourRows:
     keys = bytes(take("u1", int(head["key_bytes"])))
     counts = take("<u4", rows).astype(np.int64)
     weights = take("<u4", rows).astype(np.int64)
+    cells = take("<u4", rows).astype(np.int64)
+    newest = take("<i8", rows).astype(np.int64)
     base_ms = int(head["base_s"]) * 1000
     if flags & FLAG_REGULAR:
         first = take("<u4", rows).astype(np.int64)
@@ -189,8 +197,8 @@ def decode(blob: bytes) -> HourRows:
         is_int = np.full(points, bool(flags & FLAG_ALL_INTS))
     else:
         is_int = take("u1", points).astype(np.bool_)
-    return HourRows(int(head["base_s"]), keys, key_lengths, counts, weights, ts_ms, values,
-                    is_int)
+    return HourRows(int(head["base_s"]), keys, key_lengths, counts, weights, cells, newest,
+                    ts_ms, values, is_int)
 
 
 def _regular_times(first_ms: np.ndarray, step_ms: np.ndarray, counts: np.ndarray,

@@ -368,6 +368,13 @@ class RowReader:
     def base_time(self, key: bytes) -> int:
         return base_time_s(self.layout, key)
 
+    def prefetch_names(self, keys: Iterable[bytes]) -> None:
+        """Read the tag names of these row keys' series in bulk (what :meth:`names` then
+        finds in the UID caches)."""
+        tags = [pair for key in keys for pair in self.layout.parse_row_key(key).tags]
+        self.tsdb.tagk.prefetch_names(k for k, _ in tags)
+        self.tsdb.tagv.prefetch_names(v for _, v in tags)
+
     def names(self, tag_uids: Iterable[tuple[bytes, bytes]]) -> dict[str, str] | None:
         """Tag names of a series' tag UIDs; None (logged) when one does not resolve."""
         try:
