@@ -189,8 +189,8 @@ def decode(blob: bytes) -> HourRows:
         ts_ms = take("<u4", points).astype(np.int64)
         ts_ms += base_ms
     if flags & FLAG_SCALED:
-        values = take("<i2" if int(head["width"]) == 2 else "<i4", points).astype(np.float64)
-        values /= 10.0 ** int(head["scale"])
+        scaled = take("<i2" if int(head["width"]) == 2 else "<i4", points)
+        values = np.divide(scaled, 10.0 ** int(head["scale"]), dtype=np.float64)  # one pass
     else:
         values = take("<f4" if flags & FLAG_FLOAT32 else "<f8", points).astype(np.float64)
     if flags & (FLAG_NO_INTS | FLAG_ALL_INTS):
