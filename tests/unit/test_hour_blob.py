@@ -66,6 +66,11 @@ def test_milliseconds_four_byte_floats_and_mixed_kinds() -> None:
                        [[True, False, True], [False]]) == FLAG_SECONDS
 
 
+def test_values_beyond_a_float32_or_a_scale_are_doubles() -> None:
+    assert _round_trip([[0, 10_000], [0]], [[1e200, 3e150], [-1e300]],
+                       [[False] * 2, [False]]) == FLAG_REGULAR | FLAG_NO_INTS
+
+
 def test_deflated() -> None:
     flags = _round_trip([[0, 10_000], [0]], [[1.5, 2.5], [3.5]], [[False] * 2, [False]],
                         compress=True)

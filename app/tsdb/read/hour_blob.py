@@ -72,7 +72,7 @@ def _scaled(values: np.ndarray) -> tuple[int, np.ndarray] | None:
     """``(decimals, integers)`` whose quotient by 10**decimals gives back every value bit for
     bit (IEEE division rounds correctly, so a decimal parsed to its nearest double comes
     back), in 2 or 4 bytes; None when no scale does."""
-    if not values.size or not np.isfinite(values).all():
+    if not values.size or not np.isfinite(values).all() or float(np.abs(values).max()) >= 2**31:
         return None
     for scale in range(MAX_SCALE + 1):
         factor = 10.0 ** scale
@@ -83,6 +83,12 @@ def _scaled(values: np.ndarray) -> tuple[int, np.ndarray] | None:
             small = float(np.abs(scaled).max()) < 2**15
             return scale, scaled.astype("<i2" if small else "<i4")
     return None
+
+
+def _fits_float32(values: np.ndarray) -> bool:
+    """Whether a 4-byte float holds every value exactly (beyond its range: no)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        return _same_bits(values.astype(np.float32).astype(np.float64), values)
 
 
 def _regular(offsets: np.ndarray, points: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -129,7 +135,7 @@ def encode(base_s: int, keys: Sequence[bytes], points: np.ndarray, stored_bytes:
         scale, integers = scaled
         width = integers.itemsize
         value_bytes = integers.tobytes()
-    elif not ints and _same_bits(values.astype(np.float32).astype(np.float64), values):
+    elif not ints and _fits_float32(values):
         flags |= FLAG_FLOAT32
         value_bytes = values.astype("<f4").tobytes()
     else:
