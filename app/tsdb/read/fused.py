@@ -149,8 +149,7 @@ class FusedRead:
             if fused is not None:
                 owners.append(fused.index)
                 kept.append(i)
-        stats.rows += len(keys)
-        stats.bytes += int(stored_bytes.sum())
+        reader.count_rows(stored_bytes)
         reader.limits.check_read(plan.sub, stats.points, stats.bytes)
         reader.deadline.check(plan.sub.index)
         if not kept:

@@ -98,35 +98,58 @@ def closed_hours(reader: RowReader, columns: HourColumn, first_s: int, last_s: i
         kept = set()
         columns = None  # type: ignore[assignment]
     puts: list[HourPut] = []
-    put_bytes = 0
     for salt in salts:
-        for base_s in range(first_s, last_s + 1, span_s):
-            prefix = salt + metric + base_s.to_bytes(4, "big")
-            blob = columns.hour_column(prefix) if prefix in kept else None
+        # The kept hours one by one; the key ranges between them in one scan each, its rows
+        # grouped by hour (a range of years with few hours of data costs a few statements).
+        at = salt + metric + first_s.to_bytes(4, "big")
+        stop = salt + metric + (last_s + span_s).to_bytes(4, "big")
+        for prefix in [p for p in sorted(kept) if at <= p < stop] + [None]:
+            if at < (prefix or stop):
+                rows = stamped_scan.scan_stamped(at, prefix or stop, "t")
+                for hour_rows in _by_hour(rows, prefix_bytes):
+                    yield _from_cells(hour_rows, time_at, span_s, columns is not None, puts)
+                    if sum(len(put.data) for put in puts) >= PUT_BATCH_BYTES:
+                        _put(columns, prefix_bytes, puts)
+                        puts = []
+            if prefix is None:
+                break
+            blob = columns.hour_column(prefix)
             decoded = _decoded(blob) if blob is not None else None
+            at = prefix[:-4] + (int.from_bytes(prefix[-4:], "big") + span_s).to_bytes(4, "big")
             if decoded is not None:
                 yield Hour(decoded, [])
-                continue
-            stamped = list(stamped_scan.scan_stamped(prefix, prefix[:-4] + (base_s + span_s)
-                                              .to_bytes(4, "big"), "t"))
-            if not stamped:
-                continue
-            made = _made(stamped, base_s, time_at)
-            if made is None:
-                yield Hour(None, [(row[0], row[1]) for row in stamped])
-                continue
-            stamp = (sum(row[2] for row in stamped), max(row[3] for row in stamped))
-            if columns is not None and hour_cache.keepable(base_s, span_s, stamp,
-                                                           hour_cache.clock_ms()):
-                puts.append(HourPut(prefix, stamp, made))
-                put_bytes += len(made)
-                if put_bytes >= PUT_BATCH_BYTES:
-                    _put(columns, prefix_bytes, puts)
-                    puts, put_bytes = [], 0
-            del stamped
-            yield Hour(hour_blob.decode(made), [])
+            else:  # dropped since listed, or unreadable: its cells
+                for hour_rows in _by_hour(stamped_scan.scan_stamped(prefix, at, "t"),
+                                          prefix_bytes):
+                    yield _from_cells(hour_rows, time_at, span_s, columns is not None, puts)
     if puts and columns is not None:
         _put(columns, prefix_bytes, puts)
+
+
+def _by_hour(rows: Iterator[StampedRow], prefix_bytes: int) -> Iterator[list[StampedRow]]:
+    """Stamped rows in key order, grouped by hour (their key's first ``prefix_bytes``)."""
+    hour: list[StampedRow] = []
+    for row in rows:
+        if hour and row[0][:prefix_bytes] != hour[0][0][:prefix_bytes]:
+            yield hour
+            hour = []
+        hour.append(row)
+    if hour:
+        yield hour
+
+
+def _from_cells(stamped: list[StampedRow], time_at: int, span_s: int, keeping: bool,
+                puts: list[HourPut]) -> Hour:
+    """One hour read from its cells: decoded through a blob made of them (queued in
+    ``puts`` when the hour is over and settled), or its rows when it cannot be one."""
+    base_s = int.from_bytes(stamped[0][0][time_at:time_at + 4], "big")
+    made = _made(stamped, base_s, time_at)
+    if made is None:
+        return Hour(None, [(row[0], row[1]) for row in stamped])
+    stamp = (sum(row[2] for row in stamped), max(row[3] for row in stamped))
+    if keeping and hour_cache.keepable(base_s, span_s, stamp, hour_cache.clock_ms()):
+        puts.append(HourPut(stamped[0][0][:time_at + 4], stamp, made))
+    return Hour(hour_blob.decode(made), [])
 
 
 def _decoded(blob: bytes) -> HourRows | None:
@@ -255,8 +278,7 @@ def _assembled_series(reader: RowReader, keys: list[bytes], counts: list[np.ndar
                        np.int64, len(keys))
     points = np.concatenate(counts) if counts else np.zeros(0, np.int64)
     stored = np.concatenate(weights) if weights else np.zeros(0, np.int64)
-    stats.rows += len(keys)
-    stats.bytes += int(stored.sum())
+    reader.count_rows(stored)
     reader.limits.check_read(plan.sub, stats.points, stats.bytes)
     reader.deadline.check(plan.sub.index)
     orders = sorted(numbers)  # row-key order, as read_stored groups them

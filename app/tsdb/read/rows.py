@@ -368,6 +368,21 @@ class RowReader:
     def base_time(self, key: bytes) -> int:
         return base_time_s(self.layout, key)
 
+    def count_rows(self, stored_bytes: np.ndarray) -> None:
+        """Count rows read in bulk (their stored bytes each) as a read row by row counts
+        them: the byte limit and the deadline at every ``CHECK_EVERY_ROWS``-th row, so a
+        read stops where the row by row one would."""
+        stats, sub = self.stats, self.plan.sub
+        first_rows, first_bytes = stats.rows, stats.bytes
+        sums = np.cumsum(stored_bytes)
+        checked = (first_rows // CHECK_EVERY_ROWS + 1) * CHECK_EVERY_ROWS
+        for at in range(checked, first_rows + len(sums) + 1, CHECK_EVERY_ROWS):
+            stats.rows, stats.bytes = at, first_bytes + int(sums[at - first_rows - 1])
+            self.limits.check_read(sub, stats.points, stats.bytes)
+            self.deadline.check(sub.index)
+        if len(sums):
+            stats.rows, stats.bytes = first_rows + len(sums), first_bytes + int(sums[-1])
+
     def prefetch_names(self, keys: Iterable[bytes]) -> None:
         """Read the tag names of these row keys' series in bulk (what :meth:`names` then
         finds in the UID caches)."""
