@@ -349,6 +349,34 @@ class ScanColumns(Protocol):
 
 
 @dataclass(frozen=True)
+class HourPut:
+    """One hour's columnar blob, made from its cells read at ``stamp`` (their count and
+    newest write time): ``prefix`` is the hour's row-key prefix (salt, metric, base time)."""
+
+    prefix: bytes
+    stamp: tuple[int, int]
+    data: bytes
+
+
+@runtime_checkable
+class HourColumn(Protocol):
+    def hour_prefixes(self, ranges: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
+        """The hour prefixes in ``ranges`` with a kept blob (:meth:`hour_column`), in order."""
+        ...
+
+    def hour_column(self, prefix: bytes) -> bytes | None:
+        """The blob the caller put for the hour of ``prefix`` (:meth:`put_hour_columns`),
+        None when none is kept or a cell of the hour changed since. The store keeps it beside
+        the cells and drops it when a cell of its hour changes."""
+        ...
+
+    def put_hour_columns(self, prefix_bytes: int, hours: Sequence[HourPut]) -> int:
+        """Keep each hour's blob (``prefix_bytes``: the length of every hour prefix of this
+        table) unless its cells changed since they were read at its stamp; the hours kept."""
+        ...
+
+
+@dataclass(frozen=True)
 class Ability(Generic[A]):
     """One optional ability: the name a table declares, the protocol that types it."""
 
@@ -371,11 +399,12 @@ APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
 PUT_BLOCK: Ability[PutBlock] = Ability("put_block", PutBlock)
 ROW_REGEX: Ability[RowRegex] = Ability("with_row_regex", RowRegex)
 SCAN_COLUMNS: Ability[ScanColumns] = Ability("scan_columns", ScanColumns)
+HOUR_COLUMN: Ability[HourColumn] = Ability("hour_column", HourColumn)
 
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
     SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS)
+    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN)
 """Every optional ability (its name is the method it adds)."""
 
 

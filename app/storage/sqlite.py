@@ -25,8 +25,16 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from app.errors import StorageError
-from app.storage import sqlite_columns
-from app.storage.base import CellBlock, ColumnsPut, ColumnsRead, Row, StoreSpace, prefix_stop
+from app.storage import sqlite_columns, sqlite_hours
+from app.storage.base import (
+    CellBlock,
+    ColumnsPut,
+    ColumnsRead,
+    HourPut,
+    Row,
+    StoreSpace,
+    prefix_stop,
+)
 from app.storage.sqlite_block import fits
 from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
 from app.storage.sqlite_space import (
@@ -60,8 +68,9 @@ CREATE TABLE IF NOT EXISTS cells (
 -- The hour cache reads each row's stamp (cells, newest write time) from here, not from the
 -- cells: their values overflow into other pages, which a read of ts would walk.
 CREATE INDEX IF NOT EXISTS cells_stamp ON cells (tbl, row, family, ts);
-""" + STAGING_SCHEMA + sqlite_columns.SCHEMA
+""" + STAGING_SCHEMA + sqlite_columns.SCHEMA + sqlite_hours.SCHEMA
 BUSY_TIMEOUT_S = 30.0
+KEYS_PER_STATEMENT = 500  # row keys fetched by one statement of ``rows``
 WRITER_CACHE_KIB = 32 * 1024  # the writing connection's page cache: the B-tree pages it dirties
 PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/performance.md
 # The WAL file is cut back to this size after a checkpoint empties it (it keeps its largest
@@ -233,7 +242,8 @@ class SqliteTable:
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
                            "range_newest", "scan_packed", "scan_newest", "version",
-                           "space_used", "put_block", "scan_columns"})
+                           "space_used", "put_block", "scan_columns",
+                           "hour_column"})
 
     def __init__(self, store: SqliteStore, name: str) -> None:
         self.store = store
@@ -293,8 +303,17 @@ class SqliteTable:
     def rows(self, rows: Sequence[bytes],
              columns: Sequence[bytes] | None = None) -> list[tuple[bytes, Row]]:
         self._settle()
-        found = ((key, self._row(key, columns)) for key in rows)
-        return [(key, cells) for key, cells in found if cells]
+        where, params = _column_clause(columns)
+        found: dict[bytes, Row] = {}
+        for at in range(0, len(rows), KEYS_PER_STATEMENT):
+            chunk = rows[at:at + KEYS_PER_STATEMENT]
+            cursor = self._db().execute(
+                f"SELECT row, family, {QUALIFIER}, {VALUE} FROM cells WHERE tbl = ?"
+                f" AND row IN ({', '.join('?' * len(chunk))})" + where,
+                (self.name, *chunk, *params))
+            for key, family, qualifier, value in cursor:
+                found.setdefault(key, {})[family.encode() + b":" + qualifier] = value
+        return [(key, found[key]) for key in rows if key in found]
 
     def scan(self, row_start: bytes | None = None, row_stop: bytes | None = None,
              row_prefix: bytes | None = None, columns: Sequence[bytes] | None = None,
@@ -529,6 +548,25 @@ class SqliteTable:
             if not sqlite_columns.enabled(db, self.name):
                 return 0  # nothing marks its rows yet: scan_columns starts that
             return sqlite_columns.put(db, self.name, rows)
+
+    def hour_prefixes(self, ranges: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
+        """The hours of ``ranges`` with kept columns (``sqlite_hours``)."""
+        self._settle()
+        return sqlite_hours.prefixes(self._db(), self.name, ranges)
+
+    def hour_column(self, prefix: bytes) -> bytes | None:
+        """The kept columns of one hour (``sqlite_hours``)."""
+        self._settle()
+        return sqlite_hours.blob(self._db(), self.name, prefix)
+
+    def put_hour_columns(self, prefix_bytes: int, hours: Sequence[HourPut]) -> int:
+        """Keep the hours' blobs, each only if its cells are those it was made from."""
+        if not hours:
+            return 0
+        with self.store.transaction() as db:
+            if has_staged(db, self.name):  # staged cells change their hours as they merge
+                merge_staged(db, self.name, self.store.pack_cells)
+            return sqlite_hours.put(db, self.name, prefix_bytes, hours)
 
     def scan_newest(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int]]:

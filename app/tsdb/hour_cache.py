@@ -193,6 +193,11 @@ class HourCache:
             entry = self._entries.get((table, key))
             return entry is not None and entry.stamp == stamp
 
+    def has_row(self, table: str, key: bytes) -> bool:
+        """Whether an entry of the row is kept, whatever its stamp (no statistics)."""
+        with self._lock:
+            return isinstance(self._entries.get((table, key)), CachedRow)
+
     def lookup(self, table: str, stamped: Sequence[tuple[bytes, int, int, *tuple[int, ...]]]
                ) -> list[CachedRow | None]:
         """:meth:`get` for many ``(key, cells, newest, ...)`` rows under one lock."""

@@ -30,7 +30,7 @@ from __future__ import annotations
 import logging
 import threading
 import unicodedata
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import Future
 
 from app.errors import (
@@ -177,6 +177,19 @@ class UniqueId:
             name = raw.decode("utf-8")
             self._remember(name, uid)
         return name
+
+    def prefetch_names(self, uids: Iterable[bytes]) -> None:
+        """Read the names of the UIDs not in the cache in one request (a fresh process's
+        first query: thousands of tag values, one look-up each otherwise); a UID without
+        a name is left for :meth:`get_name` to report."""
+        missing = sorted({uid for uid in uids if uid not in self._by_id})
+        if not missing:
+            return
+        column = self._column(NAME_FAMILY)
+        for uid, cells in self._table().rows(missing, [column]):
+            raw = cells.get(column)
+            if raw is not None:
+                self._remember(raw.decode("utf-8"), uid)
 
     @property
     def cache_size(self) -> int:

@@ -28,6 +28,7 @@ from app.query.filters import series_matches
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
+from app.tsdb.read import hour_columns
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -86,7 +87,8 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
     if dropping in _DROPPING:
         return None  # its name filters leave series out: never kept, row by row at once
-    if able(table, RANGE_STAMP) is None and not asked_before(space, shape):
+    asked = asked_before(space, shape)  # remembered on every store (see read_before)
+    if able(table, RANGE_STAMP) is None and not asked:
         # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
         # pass does without; pay it from the second read of the same ranges (a dashboard).
         return None
@@ -99,7 +101,13 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     inner = reader.inner()  # reads the closed rows the per-row way, counting each series
     inner.row_stamps = rows  # HBase: the stamps just scanned, not scanned again
     try:
-        series = inner.read_stored(first_s, last_s)
+        # A cold read: the hour columns when the hours have them (or can); else (or when the
+        # cache holds rows of the range, say all but one changed row) row by row.
+        series = None
+        if hour_columns.source(inner) is not None and _cold(cache, table, ranges):
+            series = hour_columns.read_series(inner, first_s, last_s)
+        if series is None:
+            series = inner.read_stored(first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
         _add_stats(reader, inner)
     if _dropped(inner, series):
@@ -111,6 +119,26 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
         cache.put_range(space, shape, RangeEntry(stamp, Kept(kept_series, rows), own_bytes,
                                                  sum(s.rows for s in kept_series), blocks))
     return series
+
+
+def _cold(cache: HourCache, table: Any, ranges: Sequence[tuple[bytes, bytes]]) -> bool:
+    """Whether the cache holds no entry, current or not, of the ranges' first row."""
+    for start, stop in ranges:
+        stamps = table.scan_stamps(start, stop, "t")
+        try:
+            for key, *_ in stamps:
+                return not cache.has_row(table.name, key)
+        finally:
+            stamps.close()
+    return True
+
+
+def read_before(reader: RowReader, first_s: int, last_s: int) -> bool:
+    """Whether this process read the plan's closed rows ``[first_s, last_s]`` through
+    :func:`read_closed` before (recently), so that a range entry may hold them; remembers
+    them. True when they cannot be read that way."""
+    found = _ranges(reader, first_s, last_s)
+    return found is None or asked_before(reader.table().name + "\x00ranges", found[1])
 
 
 def asked_before(space: str, shape: bytes) -> bool:

@@ -64,51 +64,106 @@ def read_fused(reader: RowReader, rows: Iterator[tuple[bytes, StoredRow]],
                window: Window) -> list[Series]:
     """The series of the reader's plan from ``rows`` (stored rows, each series' rows in
     time order), downsampled chunk by chunk; in row-key order."""
-    plan, stats, layout = reader.plan, reader.stats, reader.layout
-    sub = plan.sub
-    by_series: dict[bytes, _Fused | None] = {}
-    series: list[_Fused] = []
-    pieces: list[_Piece] = []
-    chunk: list[tuple[bytes, Row]] = []
-    owners: list[int] = []
-    chunk_bytes = 0
-    try:
-        for key, cells in rows:
-            assert isinstance(cells, dict)  # stored cells: no hour cache in this read
-            weight = reader.weight(key, cells)
-            stats.rows += 1
-            stats.bytes += weight
-            if stats.rows % CHECK_EVERY_ROWS == 0:
-                reader.limits.check_read(sub, stats.points, stats.bytes)
-                reader.deadline.check(sub.index)
-            order = series_order(layout, key)
-            fused = by_series.get(order)
-            if fused is None:
-                if order in by_series:
-                    continue  # a series the filters dropped
-                fused = by_series[order] = _matched(reader, key, order, len(series))
+    fused = FusedRead(reader, window)
+    fused.add_rows(rows)
+    return fused.finish()
+
+
+class FusedRead:
+    """One fused read: its series as first seen and the buckets of the chunks read so far,
+    from stored rows (:meth:`add_rows`) or rows decoded elsewhere (:meth:`add_decoded`: the
+    embedded store's hour columns), assembled at the end (:meth:`finish`)."""
+
+    def __init__(self, reader: RowReader, window: Window) -> None:
+        self.reader = reader
+        self.window = window
+        self.by_series: dict[bytes, _Fused | None] = {}
+        self.series: list[_Fused] = []
+        self.pieces: list[_Piece] = []
+
+    def _series_of(self, key: bytes, order: bytes | None = None) -> _Fused | None:
+        """The series of a row key (None: one the filters drop), matched when first seen."""
+        if order is None:
+            order = series_order(self.reader.layout, key)
+        fused = self.by_series.get(order)
+        if fused is None and order not in self.by_series:
+            fused = self.by_series[order] = _matched(self.reader, key, order, len(self.series))
+            if fused is not None:
+                self.series.append(fused)
+        return fused
+
+    def add_rows(self, rows: Iterator[tuple[bytes, StoredRow]]) -> None:
+        """Stored rows, decoded and downsampled a chunk at a time."""
+        reader, window = self.reader, self.window
+        plan, stats, layout = reader.plan, reader.stats, reader.layout
+        sub = plan.sub
+        chunk: list[tuple[bytes, Row]] = []
+        owners: list[int] = []
+        chunk_bytes = 0
+        try:
+            for key, cells in rows:
+                assert isinstance(cells, dict)  # stored cells: no hour cache in this read
+                weight = reader.weight(key, cells)
+                stats.rows += 1
+                stats.bytes += weight
+                if stats.rows % CHECK_EVERY_ROWS == 0:
+                    reader.limits.check_read(sub, stats.points, stats.bytes)
+                    reader.deadline.check(sub.index)
+                fused = self._series_of(key)
                 if fused is None:
-                    continue
-                series.append(fused)
-            for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
-                if len(column) & 1:
-                    fused.notes += row_annotations(layout, key, cells)
-                    break
-            chunk.append((key, cells))
-            owners.append(fused.index)
-            chunk_bytes += weight
-            if chunk_bytes >= CHUNK_STORED_BYTES or len(chunk) >= CHUNK_ROWS:
-                pieces.append(_stage(reader, chunk, owners, window, len(series)))
-                chunk, owners, chunk_bytes = [], [], 0
-    finally:
-        close_scan(rows)
-    reader.limits.check_read(sub, stats.points, stats.bytes)
-    if chunk:
-        pieces.append(_stage(reader, chunk, owners, window, len(series)))
-    del chunk
-    reader.limits.check_emitted(sub, plan.buckets, len(series))
-    stats.series += len(series)
-    return _assembled(reader, series, pieces)
+                    continue  # a series the filters dropped
+                for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
+                    if len(column) & 1:
+                        fused.notes += row_annotations(layout, key, cells)
+                        break
+                chunk.append((key, cells))
+                owners.append(fused.index)
+                chunk_bytes += weight
+                if chunk_bytes >= CHUNK_STORED_BYTES or len(chunk) >= CHUNK_ROWS:
+                    self.pieces.append(_stage(reader, _decoded_rows(reader, chunk), owners,
+                                              window, len(self.series)))
+                    chunk, owners, chunk_bytes = [], [], 0
+        finally:
+            close_scan(rows)
+        reader.limits.check_read(sub, stats.points, stats.bytes)
+        if chunk:
+            self.pieces.append(_stage(reader, _decoded_rows(reader, chunk), owners, window,
+                                      len(self.series)))
+
+    def add_decoded(self, keys: Sequence[bytes], rows: FlatSeries,
+                    stored_bytes: np.ndarray) -> None:
+        """Rows decoded elsewhere, each a segment of ``rows`` (``keys[i]`` is segment i's),
+        with the stored bytes of each, counted and downsampled as one chunk. Rows of series
+        the filters drop are counted, as stored rows are."""
+        reader = self.reader
+        plan, stats = reader.plan, reader.stats
+        owners, kept = [], []
+        time_at = reader.layout.salt_width + reader.layout.metric_width
+        orders = [key[:time_at] + key[time_at + 4:] for key in keys]
+        by_series = self.by_series
+        new = [key for key, order in zip(keys, orders) if order not in by_series]
+        if new:
+            reader.prefetch_names(new)
+        for i, (key, order) in enumerate(zip(keys, orders)):
+            fused = self._series_of(key, order)
+            if fused is not None:
+                owners.append(fused.index)
+                kept.append(i)
+        reader.count_rows(stored_bytes)
+        reader.limits.check_read(plan.sub, stats.points, stats.bytes)
+        reader.deadline.check(plan.sub.index)
+        if not kept:
+            return
+        if len(kept) < len(keys):
+            rows = rows.take(kept)
+        self.pieces.append(_stage(reader, rows, owners, self.window, len(self.series)))
+
+    def finish(self) -> list[Series]:
+        reader = self.reader
+        plan = reader.plan
+        reader.limits.check_emitted(plan.sub, plan.buckets, len(self.series))
+        reader.stats.series += len(self.series)
+        return _assembled(reader, self.series, self.pieces)
 
 
 def _matched(reader: RowReader, key: bytes, order: bytes, index: int) -> _Fused | None:
@@ -121,10 +176,9 @@ def _matched(reader: RowReader, key: bytes, order: bytes, index: int) -> _Fused 
     return _Fused(index, order, tuple(tag_uids), tags)
 
 
-def _stage(reader: RowReader, chunk: Sequence[tuple[bytes, Row]], owners: Sequence[int],
-           window: Window, series_seen: int) -> _Piece:
-    """Decode one chunk's rows, downsample them, count them; the limits and the deadline."""
-    rows = _decoded_rows(reader, chunk)
+def _stage(reader: RowReader, rows: FlatSeries, owners: Sequence[int], window: Window,
+           series_seen: int) -> _Piece:
+    """Downsample one chunk's decoded rows, count them; the limits and the deadline."""
     plan, stats = reader.plan, reader.stats
     sub = plan.sub
     stats.points += int(rows.ts_ms.size)

@@ -151,9 +151,7 @@ class RowReader:
         if selection.by_key and selection.exact is not None:
             rows = self._exact_rows(selection.metric_uid, selection.exact, first_s, last_s)
             return (row for row in rows if passes(self.layout, row[0], constraints)), None, ()
-        keep = None
-        if constraints:
-            keep = self._per_series(lambda key: passes(self.layout, key, constraints))
+        keep = self.constraint_test()
         named = None
         if selection.named:
             # A wildcard or regexp filter may drop a series: decide it once per series, from
@@ -165,6 +163,14 @@ class RowReader:
         hits, stored = self.scan_rows(selection.metric_uid, first_s, last_s,
                                       selection.narrow, keep, named, row_regex=regex)
         return stored, named, hits
+
+    def constraint_test(self) -> Callable[[bytes], bool] | None:
+        """The plan's UID constraints as a test of a row key, run once per series (None:
+        none): the rows a scan keeps."""
+        constraints = self.plan.selection.constraints
+        if not constraints:
+            return None
+        return self._per_series(lambda key: passes(self.layout, key, constraints))
 
     def _per_series(self, test: Callable[[bytes], bool]) -> Callable[[bytes], bool]:
         """``test`` of a row key, run once per series (the key without its base time)."""
@@ -373,6 +379,28 @@ class RowReader:
 
     def base_time(self, key: bytes) -> int:
         return base_time_s(self.layout, key)
+
+    def count_rows(self, stored_bytes: np.ndarray) -> None:
+        """Count rows read in bulk (their stored bytes each) as a read row by row counts
+        them: the byte limit and the deadline at every ``CHECK_EVERY_ROWS``-th row, so a
+        read stops where the row by row one would."""
+        stats, sub = self.stats, self.plan.sub
+        first_rows, first_bytes = stats.rows, stats.bytes
+        sums = np.cumsum(stored_bytes)
+        checked = (first_rows // CHECK_EVERY_ROWS + 1) * CHECK_EVERY_ROWS
+        for at in range(checked, first_rows + len(sums) + 1, CHECK_EVERY_ROWS):
+            stats.rows, stats.bytes = at, first_bytes + int(sums[at - first_rows - 1])
+            self.limits.check_read(sub, stats.points, stats.bytes)
+            self.deadline.check(sub.index)
+        if len(sums):
+            stats.rows, stats.bytes = first_rows + len(sums), first_bytes + int(sums[-1])
+
+    def prefetch_names(self, keys: Iterable[bytes]) -> None:
+        """Read the tag names of these row keys' series in bulk (what :meth:`names` then
+        finds in the UID caches)."""
+        tags = [pair for key in keys for pair in self.layout.parse_row_key(key).tags]
+        self.tsdb.tagk.prefetch_names(k for k, _ in tags)
+        self.tsdb.tagv.prefetch_names(v for _, v in tags)
 
     def names(self, tag_uids: Iterable[tuple[bytes, bytes]]) -> dict[str, str] | None:
         """Tag names of a series' tag UIDs; None (logged) when one does not resolve."""

@@ -9,7 +9,7 @@ from app.engine.downsample import Window
 from app.engine.model import Series
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import cache_for
-from app.tsdb.read import closed_ranges
+from app.tsdb.read import closed_ranges, hour_columns
 from app.tsdb.read.fused import read_fused
 from app.tsdb.read.merge import merged
 from app.tsdb.read.rows import RowReader
@@ -30,6 +30,13 @@ def read_rows(reader: RowReader, first_s: int, last_s: int,
     closed_s = None if cache is None else closed_ranges.closed_last_s(
         first_s, last_s, reader.row_span_s, hour_cache.clock_ms())
     if cache is not None and closed_s is not None:
+        columns = hour_columns.source(reader) if fuse is not None else None
+        if fuse is not None and columns is not None \
+                and not closed_ranges.read_before(reader, first_s, closed_s):
+            # The first read of these hours in this process: from the hour columns, fused,
+            # keeping nothing (the cache keeps them from the next read of the same ranges,
+            # a dashboard's refresh); a fresh process answers at columnar speed.
+            return hour_columns.read_fused(reader, columns, first_s, closed_s, last_s, fuse)
         series_before = reader.stats.series
         closed = closed_ranges.read_closed(reader, cache, first_s, closed_s)
         if closed is not None:
@@ -40,6 +47,13 @@ def read_rows(reader: RowReader, first_s: int, last_s: int,
             reader.stats.series = series_before + len(joined)  # each series once
             reader.limits.check_emitted(plan.sub, plan.buckets, len(joined))  # all of them
             return joined
+    if fuse is not None and not plan.cache.rows and not plan.cache.ranges \
+            and reader.kept_counts is None:
+        columns = hour_columns.source(reader)
+        closed_s = closed_ranges.closed_last_s(first_s, last_s, reader.row_span_s,
+                                               hour_cache.clock_ms())
+        if columns is not None and closed_s is not None:
+            return hour_columns.read_fused(reader, columns, first_s, closed_s, last_s, fuse)
     rows, named, hits = reader.row_stream(first_s, last_s)
     if fuse is not None and reader.keeper is None and not hits and reader.kept_counts is None:
         return read_fused(reader, rows, fuse)

@@ -11,6 +11,7 @@ import pytest
 from app.storage.base import (
     ABILITIES,
     APPEND_MANY,
+    HOUR_COLUMN,
     PUT_BLOCK,
     RANGE_NEWEST,
     RANGE_STAMP,
@@ -27,6 +28,7 @@ from app.storage.base import (
     Ability,
     CellBlock,
     ColumnsPut,
+    HourPut,
     Table,
     able,
     prefix_stop,
@@ -323,3 +325,30 @@ def test_put_columns_refuses_a_row_written_since_it_was_read(
     # A new row in the range is listed too.
     table.put(b"ab", {b"t:\x00\x00": b"\x01"})
     assert [row for row, _ in columns.scan_columns([(b"a", b"b")], [7]).dirty] == [b"a", b"ab"]
+
+
+def test_hour_columns_are_kept_until_a_cell_of_their_hour_changes(table: Table) -> None:
+    """Hours are key prefixes of 2 bytes here: rows h1a, h1b in hour h1, h2a in hour h2."""
+    columns = _declared(table, HOUR_COLUMN)
+    table.put(b"h1a", {b"t:\x00\x00": b"\x01", b"t:\x00\x10": b"\x02"})
+    table.put(b"h1b", {b"t:\x00\x00": b"\x03"})
+    table.put(b"h2a", {b"t:\x00\x00": b"\x04"})
+    written = max(max(table.row_write_times(key).values()) for key in (b"h1a", b"h1b"))
+    assert columns.hour_prefixes([(b"h", b"i")]) == []
+    assert columns.put_hour_columns(2, [HourPut(b"h1", (3, written), b"one"),
+                                        HourPut(b"h2", (1, 0), b"two")]) == 1  # h2: stale
+    assert columns.hour_prefixes([(b"h", b"i")]) == [b"h1"]
+    assert columns.hour_column(b"h1") == b"one" and columns.hour_column(b"h2") is None
+    # Any change to a cell of the hour (a put, an append, a delete) drops its blob; a
+    # change in another hour does not.
+    for change in (lambda: table.put(b"h1b", {b"t:\x00\x30": b"\x05"}),
+                   lambda: table.append(b"h1a", b"t:\x05\x00\x00", b"\x00\x40\x06"),
+                   lambda: table.delete(b"h1b", [b"t:\x00\x30"])):
+        cells = sum(len(table.row(key)) for key in (b"h1a", b"h1b"))
+        newest = max(max(table.row_write_times(key).values()) for key in (b"h1a", b"h1b"))
+        assert columns.put_hour_columns(2, [HourPut(b"h1", (cells, newest), b"one")]) == 1
+        table.put(b"h2a", {b"t:\x00\x20": b"\x07"})
+        assert columns.hour_column(b"h1") == b"one"
+        change()
+        assert columns.hour_column(b"h1") is None
+        assert columns.hour_prefixes([(b"h", b"i")]) == []
