@@ -25,7 +25,7 @@ from gunicorn.workers.base import Worker
 
 from app.server import split_helper
 from app.server.accept import Acceptor
-from app.server.cpu_class import as_batch
+from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
@@ -35,7 +35,7 @@ from app.server.split_helper import prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
-from app.tsdb.admission import AdmissionSettings
+from app.tsdb.admission import AdmissionSettings, run_lanes_in
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -89,8 +89,8 @@ class TsdWorker(Worker):
         # them that expensive queries waiting cannot leave a cheap one without a thread.
         lanes = AdmissionSettings.from_config(_tsd_config(self.wsgi))
         self.heavy_pool = ThreadPoolExecutor(lanes.threads_needed(),
-                                             thread_name_prefix="tsd-query",
-                                             initializer=as_batch)  # app/server/cpu_class.py
+                                             thread_name_prefix="tsd-query")
+        run_lanes_in(lane_class)  # expensive queries as batch work (app/server/cpu_class.py)
         # Line-protocol calls get their own threads: a burst from hundreds of collectors
         # must not queue HTTP requests (a Grafana panel, /api/version) behind it.
         self.line_pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-lines")

@@ -17,8 +17,8 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from dataclasses import dataclass
 from typing import Any
 
@@ -186,7 +186,8 @@ class Admission:
                                     f"{self.settings.max_queue_ms})")
             ticket.waited_s = time.perf_counter() - started
             try:
-                yield ticket
+                with _lane_scope(ticket.lane):
+                    yield ticket
             finally:
                 lane.leave()
 
@@ -213,6 +214,21 @@ class Admission:
     def _refusal(self, ticket: Ticket, reason: str, details: str) -> QueryRefusedError:
         retry_s = max(1, math.ceil(self.settings.max_queue_ms / 1000))
         return QueryRefusedError("Too many queries; retry later", details, retry_s, reason)
+
+
+def _as_is(lane: str) -> AbstractContextManager[None]:
+    return nullcontext()
+
+
+_lane_scope: Callable[[str], AbstractContextManager[None]] = _as_is
+
+
+def run_lanes_in(scope: Callable[[str], AbstractContextManager[None]] | None) -> None:
+    """How the serving layer runs a lane's queries: ``scope(lane)`` wraps each one in its
+    thread (``app.server.cpu_class.lane_class``: the expensive lane as the OS's batch work);
+    None: as they are."""
+    global _lane_scope
+    _lane_scope = scope or _as_is
 
 
 _ADMISSIONS: dict[TSDB, Admission] = {}

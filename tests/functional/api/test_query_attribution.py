@@ -7,15 +7,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
 from flask.testing import FlaskClient
 
 from app.api.query_tracking import attribution
-from app.tsdb.admission import admission_for
+from app.server.cpu_class import lane_class
+from app.tsdb.admission import admission_for, run_lanes_in
 
 T0 = 1_700_000_000
 GRAFANA = {"X-Grafana-Referer": "http://grafana:3000/d/abc123/web-farm?orgId=1&viewPanel=4",
@@ -200,3 +203,29 @@ def test_queue_and_deadline_refusals_are_logged_with_their_dashboard(
         "Query refused (queue, 503)", "Query refused (timeout, 408)"]
     assert all("dashboard abc123 panel 4 org 1 user alice" in line and "att.m" in line
                for line in refused)
+
+
+def test_each_query_runs_in_its_lanes_cpu_class(
+        config_client: Callable[..., FlaskClient]) -> None:
+    """The serving layer's lane scope (app/server/cpu_class.py) wraps each query: an
+    expensive one runs as SCHED_BATCH in its thread, a cheap one as it is, and the thread
+    is ordinary again after either."""
+    client = config_client(**{"tsd.query.expensive_points": 10_000})
+    seen: list[tuple[str, int]] = []
+
+    @contextmanager
+    def probe(lane: str) -> Iterator[None]:
+        with lane_class(lane):
+            seen.append((lane, os.sched_getscheduler(0)))
+            yield
+
+    run_lanes_in(probe)
+    try:
+        assert client.get(f"/api/query?start={T0}&end={T0 + 3600}&m=sum:att.m").status_code \
+            == 200
+        assert client.get(f"/api/query?start={T0}&end={T0 + 30 * 86400}"
+                          "&m=sum:att.m{host=*}").status_code == 200
+    finally:
+        run_lanes_in(None)
+    assert seen == [("cheap", os.SCHED_OTHER), ("expensive", os.SCHED_BATCH)]
+    assert os.sched_getscheduler(0) == os.SCHED_OTHER
