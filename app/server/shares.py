@@ -41,7 +41,8 @@ _NOT_ACCEPTING = -1  # a slot whose worker drains its connections: not in the ac
 
 
 class WorkerShares:
-    """Worker slots ``[pid, count] * SLOTS`` and their address rows, shared across fork."""
+    """Worker slots ``[pid, count] * SLOTS``, their address rows and query counts, shared
+    across fork."""
 
     def __init__(self) -> None:
         self._creator = os.getpid()

@@ -265,6 +265,7 @@ def _stop(process: subprocess.Popen[bytes], owner: int) -> None:
 
 
 _HELPERS: weakref.WeakKeyDictionary[TSDB, Helper] = weakref.WeakKeyDictionary()
+_HELPERS_LOCK = threading.Lock()
 _workers: WorkerShares | None = None
 
 
@@ -276,7 +277,6 @@ def yield_to(workers: WorkerShares | None) -> None:
     reads were split)."""
     global _workers
     _workers = workers
-_HELPERS_LOCK = threading.Lock()
 
 
 def prepare_helper(tsdb: TSDB) -> None:
