@@ -35,6 +35,12 @@ class Server:
     def workers(self) -> list[int]:
         return _children(self.process.pid)
 
+    def pids(self) -> list[int]:
+        """The gunicorn master, its workers and their split helpers, for their CPU (a helper
+        that has exited took its CPU with it)."""
+        workers = self.workers()
+        return [self.process.pid, *workers, *(h for w in workers for h in _children(w))]
+
     def split_helpers_cpu_s(self) -> float:
         """CPU seconds the workers' children (their split helpers) have used so far."""
         ticks = 0
