@@ -183,6 +183,27 @@ class Helper:
         finally:
             self.release()
 
+    def wait_up(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until the helper started by :meth:`prepare` has
+        booted and takes queries, whatever the other workers do (a worker at boot); False
+        when it has not (failed, or slow)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self._lock.acquire(blocking=False):
+                return True  # a query holds it: up
+            try:
+                if not self._own():
+                    return False  # failed to start or died: started again on a later claim
+                if self._up():
+                    return True
+            except Exception as exc:  # whatever it is, the worker reads alone
+                self._failed(exc)
+                return False
+            finally:
+                self._lock.release()
+            time.sleep(0.02)
+        return False
+
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the helper takes queries (a benchmark before it times, a test)."""
         deadline = time.monotonic() + timeout_s
@@ -279,10 +300,14 @@ def yield_to(workers: WorkerShares | None) -> None:
     _workers = workers
 
 
-def prepare_helper(tsdb: TSDB) -> None:
-    """Start ``tsdb``'s helper ahead of the queries, when queries may be split here."""
+def prepare_helper(tsdb: TSDB) -> Helper | None:
+    """Start ``tsdb``'s helper ahead of the queries, when queries may be split here; the
+    helper started (None: none)."""
     if tsdb.config["tsd.query.split.enable"] and len(os.sched_getaffinity(0)) > 1:
-        helper_for(tsdb).prepare()
+        helper = helper_for(tsdb)
+        helper.prepare()
+        return helper
+    return None
 
 
 def helper_for(tsdb: TSDB) -> Helper:
@@ -336,6 +361,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     config.update({"tsd.query.split.enable": False,
                    "tsd.storage.compaction.background": False})
     tsdb = TSDB(load_config(config, environ={}))
+    tsdb.open_early()  # before it says ready: a first query's half does not open it
     _send(answers, ("ready", None))
     while True:
         try:

@@ -31,7 +31,7 @@ from app.server.http import BodyBudget, serve_http
 from app.server.malloc import one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.shares import WorkerShares
-from app.server.split_helper import prepare_helper
+from app.server.split_helper import Helper, prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
@@ -40,6 +40,8 @@ from app.tsdb.admission import AdmissionSettings, run_lanes_in
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
 READY_LOG = "Accepting connections in worker"
+# How long a worker waits for its split helper to boot before it reports ready without it.
+HELPER_BOOT_S = 10.0
 
 
 class Conn:
@@ -81,8 +83,13 @@ class TsdWorker(Worker):
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
         tsdb = getattr(self.wsgi, "extensions", {}).get("tsdb")
+        self.helper: Helper | None = None
         if tsdb is not None:
-            prepare_helper(tsdb)  # the process that reads half a large query (split_helper.py)
+            # The helper boots (imports, opens the store) while this worker opens its own:
+            # a first query then pays neither (docs/performance.md, "A fresh server's first
+            # query").
+            self.helper = prepare_helper(tsdb)  # reads half a large query (split_helper.py)
+            tsdb.open_early()
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
@@ -120,6 +127,11 @@ class TsdWorker(Worker):
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
+        if self.helper is not None:
+            # Ready once the helper is up too (its boot would take a core from the first
+            # queries); connections are served meanwhile, and a helper slow to come does
+            # not hold the worker past HELPER_BOOT_S.
+            await loop.run_in_executor(None, self.helper.wait_up, HELPER_BOOT_S)
         self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
         heartbeat = asyncio.create_task(self._heartbeat())
         await self.stopping.wait()
