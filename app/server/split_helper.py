@@ -30,6 +30,7 @@ from app.engine.flat import FlatSeries, constant
 from app.engine.staged import StagedPart
 from app.query.limits import NO_DEADLINE, Deadline
 from app.server.cpu_class import as_batch
+from app.server.malloc import keep_freed
 from app.server.shares import WorkerShares
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
@@ -394,6 +395,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                                                       "split helper: %(message)s")
     as_batch()  # it only ever reads queries (app/server/cpu_class.py)
+    keep_freed()  # a part's arrays reuse the last one's pages (app/server/malloc.py)
     # Answers on a private copy of the output; a stray print goes to the log instead.
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)

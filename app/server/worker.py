@@ -28,7 +28,7 @@ from app.server.accept import Acceptor
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
-from app.server.malloc import one_arena
+from app.server.malloc import keep_freed, one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.shares import WorkerShares
 from app.server.split_helper import Helper, prepare_helper
@@ -82,6 +82,7 @@ class TsdWorker(Worker):
         # behind every busy line-protocol or query thread of this worker.
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
+        keep_freed()  # a query's arrays reuse the last one's pages
         tsdb = getattr(self.wsgi, "extensions", {}).get("tsdb")
         self.helper: Helper | None = None
         if tsdb is not None:
