@@ -128,14 +128,10 @@ class TsdWorker(Worker):
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
-        if self.helper is not None:
-            # Ready once the helper is up too (its boot would take a core from the first
-            # queries); connections are served meanwhile, and a helper slow to come does
-            # not hold the worker past HELPER_BOOT_S.
-            await loop.run_in_executor(None, self.helper.wait_up, HELPER_BOOT_S)
-        self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
         heartbeat = asyncio.create_task(self._heartbeat())
+        ready = asyncio.create_task(self._ready())
         await self.stopping.wait()
+        ready.cancel()
         self.closing = True
         self.acceptor.close()  # stop accepting; the other workers keep the shared socket
         await self._drain()
@@ -150,6 +146,14 @@ class TsdWorker(Worker):
         for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
             loop.remove_signal_handler(sig)
             signal.signal(sig, self.handle_exit)
+
+    async def _ready(self) -> None:
+        """Log that the worker is ready once its helper is up too (its boot would take a core
+        from the first queries; at most HELPER_BOOT_S): connections are served meanwhile."""
+        if self.helper is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.helper.wait_up,
+                                                             HELPER_BOOT_S)
+        self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
 
     def _stop(self, graceful: bool) -> None:
         self.alive = False
