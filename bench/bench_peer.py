@@ -199,7 +199,10 @@ CASES = [
 
 def first_query_ms(env: dict[str, str], m: str, start: int, end: int) -> float:
     """The first query of a freshly started server (1 worker): no hour cache, no UID cache,
-    no page of the store in SQLite's cache yet (the OS page cache may hold the file)."""
+    no page of the store in SQLite's cache yet (the OS page cache may hold the file). The
+    clock starts once the server is booted, as VictoriaMetrics' once it answers: its worker
+    has logged ``READY_LOG`` (``gunicorn_server`` waits for it), i.e. opened its store and
+    seen its split helper up (docs/serving.md)."""
     with gunicorn_server(env, workers=1) as url:
         begin = time.perf_counter()
         pytsd_query(url, m, start, end)()

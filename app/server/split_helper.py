@@ -30,6 +30,7 @@ from app.engine.flat import FlatSeries, constant
 from app.engine.staged import StagedPart
 from app.query.limits import NO_DEADLINE, Deadline
 from app.server.cpu_class import as_batch
+from app.server.malloc import keep_freed
 from app.server.shares import WorkerShares
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
@@ -183,6 +184,27 @@ class Helper:
         finally:
             self.release()
 
+    def wait_up(self, timeout_s: float) -> bool:
+        """Wait (at most ``timeout_s``) until the helper started by :meth:`prepare` has
+        booted and takes queries, whatever the other workers do (a worker at boot); False
+        when it has not (failed, or slow)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self._lock.acquire(blocking=False):
+                return True  # a query holds it: up
+            try:
+                if not self._own():
+                    return False  # failed to start or died: started again on a later claim
+                if self._up():
+                    return True
+            except Exception as exc:  # whatever it is, the worker reads alone
+                self._failed(exc)
+                return False
+            finally:
+                self._lock.release()
+            time.sleep(0.02)
+        return False
+
     def wait_ready(self, timeout_s: float) -> bool:
         """Wait until the helper takes queries (a benchmark before it times, a test)."""
         deadline = time.monotonic() + timeout_s
@@ -279,10 +301,14 @@ def yield_to(workers: WorkerShares | None) -> None:
     _workers = workers
 
 
-def prepare_helper(tsdb: TSDB) -> None:
-    """Start ``tsdb``'s helper ahead of the queries, when queries may be split here."""
+def prepare_helper(tsdb: TSDB) -> Helper | None:
+    """Start ``tsdb``'s helper ahead of the queries, when queries may be split here; the
+    helper started (None: none)."""
     if tsdb.config["tsd.query.split.enable"] and len(os.sched_getaffinity(0)) > 1:
-        helper_for(tsdb).prepare()
+        helper = helper_for(tsdb)
+        helper.prepare()
+        return helper
+    return None
 
 
 def helper_for(tsdb: TSDB) -> Helper:
@@ -336,6 +362,7 @@ def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
     config.update({"tsd.query.split.enable": False,
                    "tsd.storage.compaction.background": False})
     tsdb = TSDB(load_config(config, environ={}))
+    tsdb.open_early()  # before it says ready: a first query's half does not open it
     _send(answers, ("ready", None))
     while True:
         try:
@@ -368,6 +395,7 @@ if __name__ == "__main__":
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: "
                                                       "split helper: %(message)s")
     as_batch()  # it only ever reads queries (app/server/cpu_class.py)
+    keep_freed()  # a part's arrays reuse the last one's pages (app/server/malloc.py)
     # Answers on a private copy of the output; a stray print goes to the log instead.
     answers = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)

@@ -28,10 +28,10 @@ from app.server.accept import Acceptor
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
-from app.server.malloc import one_arena
+from app.server.malloc import keep_freed, one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits
 from app.server.shares import WorkerShares
-from app.server.split_helper import prepare_helper
+from app.server.split_helper import Helper, prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
 from app.server.wsgi_bridge import Reply, Request, call_app
@@ -40,6 +40,8 @@ from app.tsdb.admission import AdmissionSettings, run_lanes_in
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
 READY_LOG = "Accepting connections in worker"
+# How long a worker waits for its split helper to boot before it reports ready without it.
+HELPER_BOOT_S = 10.0
 
 
 class Conn:
@@ -80,9 +82,15 @@ class TsdWorker(Worker):
         # behind every busy line-protocol or query thread of this worker.
         sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
         one_arena()  # before the pools' threads first allocate (app/server/malloc.py)
+        keep_freed()  # a query's arrays reuse the last one's pages
         tsdb = getattr(self.wsgi, "extensions", {}).get("tsdb")
+        self.helper: Helper | None = None
         if tsdb is not None:
-            prepare_helper(tsdb)  # the process that reads half a large query (split_helper.py)
+            # The helper boots (imports, opens the store) while this worker opens its own:
+            # a first query then pays neither (docs/performance.md, "A fresh server's first
+            # query").
+            self.helper = prepare_helper(tsdb)  # reads half a large query (split_helper.py)
+            tsdb.open_early()
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
@@ -120,9 +128,10 @@ class TsdWorker(Worker):
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()
-        self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
         heartbeat = asyncio.create_task(self._heartbeat())
+        ready = asyncio.create_task(self._ready())
         await self.stopping.wait()
+        ready.cancel()
         self.closing = True
         self.acceptor.close()  # stop accepting; the other workers keep the shared socket
         await self._drain()
@@ -137,6 +146,14 @@ class TsdWorker(Worker):
         for sig in (signal.SIGTERM, signal.SIGQUIT, signal.SIGINT):
             loop.remove_signal_handler(sig)
             signal.signal(sig, self.handle_exit)
+
+    async def _ready(self) -> None:
+        """Log that the worker is ready once its helper is up too (its boot would take a core
+        from the first queries; at most HELPER_BOOT_S): connections are served meanwhile."""
+        if self.helper is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.helper.wait_up,
+                                                             HELPER_BOOT_S)
+        self.log.info("%s %s", READY_LOG, self.pid)  # the benchmarks wait for every worker
 
     def _stop(self, graceful: bool) -> None:
         self.alive = False

@@ -11,6 +11,7 @@ import logging
 import os
 import threading
 from collections.abc import Callable
+from urllib.parse import urlparse
 
 from app.config import Config
 from app.meta.tracking import TsuidTracker
@@ -97,6 +98,22 @@ class TSDB:
                     self.created_tables = ensure_tables(store, self.config)
                     self._store, self._pid = store, os.getpid()
         return self._store
+
+    def open_early(self) -> bool:
+        """Open the embedded store now rather than at the first request (a server worker, or
+        its split helper, before it reports ready): its modules imported, its tables checked
+        or made, the data table's handle made. Whether it opened. HBase stays opened by the
+        first request: a peer that may be down at boot must not hold a worker's start (and
+        a store that cannot be opened is logged here, and met again by that request)."""
+        if urlparse(self.config["tsd.storage"]).scheme != "sqlite":
+            return False
+        try:
+            self.data_table()
+        except Exception as exc:  # whatever it is, the first request meets it again
+            log.warning("storage not opened at start (the first request will try again): %s",
+                        exc)
+            return False
+        return True
 
     def data_table(self) -> Table:
         return self.store.table(self.data_table_name)

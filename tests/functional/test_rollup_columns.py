@@ -175,3 +175,28 @@ def test_with_the_cache_on_a_first_read_from_columns_is_kept(off_tsdb: TSDB,
     for m in QUERIES:
         assert _query(on, m) == expected[m]  # from the cache
     assert cache.stats.hits + cache.stats.range_hits > hits
+
+
+def test_sums_and_counts_in_different_rows_are_joined(off_tsdb: TSDB, settled: None) -> None:
+    """Host d's sums and counts lie in different rows of the 1-minute table (a sum alone in
+    the first hour, a count alone in the second, both in the third): the parts read from
+    columns hold different rows, and only the third hour's minute has an average."""
+    client = app_over(off_tsdb).test_client()
+
+    def put(ts: int, value: int, aggregator: str) -> None:
+        response = client.post("/api/rollup", data=json.dumps(
+            {"metric": "m", "timestamp": ts, "value": value, "tags": {"host": "d"},
+             "interval": "1m", "aggregator": aggregator}))
+        assert response.status_code == 204, response.get_data(as_text=True)
+
+    put(DAY, 50, "sum")
+    put(DAY + 3600, 5, "count")
+    put(DAY + 7200, 40, "sum")
+    put(DAY + 7200, 4, "count")
+    for _ in range(2):  # the columns built, then read
+        (found,) = _query(client, "sum:1m-avg:m{host=d}")
+        assert found["dps"] == {str(DAY + 7200): 10.0}
+        by_host = {s["tags"]["host"]: s["dps"] for s in _query(client, "sum:1m-avg:m{host=*}")}
+        assert by_host["d"] == {str(DAY + 7200): 10.0}
+        assert by_host["a"][str(DAY + 60)] == 2.5
+        assert _dirty(off_tsdb, "1m") in ([], None)  # the next read: every row from columns

@@ -80,18 +80,25 @@ def _stamps(table: Any, ranges: Sequence[KeyRange], sized: bool,
     return stamped
 
 
-def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | None:
-    """Whether the cache holds the first row of the ranges as it is stored: then the
-    others are likely kept too (a dashboard asking again), else the read is cold. None
-    when the ranges hold no row (an hour not begun: nothing to read at all)."""
+def first_row(table: Any, ranges: Sequence[KeyRange]) -> tuple[bytes, Stamp] | None:
+    """The first stored row of the ranges and its stamp (None: the ranges hold no row): what
+    a read asks the cache about to tell a warm read from a cold one."""
     for start, stop in ranges:
         stamps = table.scan_stamps(start, stop, "t")
         try:
             for key, cells, newest in stamps:
-                return cache.holds(table.name, key, (cells, newest))
+                return key, (cells, newest)
         finally:
             stamps.close()
     return None
+
+
+def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | None:
+    """Whether the cache holds the first row of the ranges as it is stored: then the
+    others are likely kept too (a dashboard asking again), else the read is cold. None
+    when the ranges hold no row (an hour not begun: nothing to read at all)."""
+    first = first_row(table, ranges)
+    return None if first is None else cache.holds(table.name, *first)
 
 
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None

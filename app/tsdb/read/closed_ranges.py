@@ -28,7 +28,8 @@ from app.query.filters import series_matches
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
-from app.tsdb.read import hour_columns
+from app.tsdb.read import hour_columns, hour_reads
+from app.tsdb.read.cached import first_row
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -70,11 +71,12 @@ def closed_last_s(first_s: int, last_s: int, span_s: int, now_ms: int) -> int | 
     return last if last >= first_s else None
 
 
-def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
-                ) -> list[Series] | None:
+def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int,
+                asked: bool | None = None) -> list[Series] | None:
     """The series of the reader's plan from the closed rows ``[first_s, last_s]``, through a
     range entry; None when this read cannot go that way (rows fetched by key, a range to the
-    end of the key space)."""
+    end of the key space). ``asked``: what :func:`read_before` said of these rows, when the
+    caller asked it (None: asked here)."""
     sub = reader.plan.sub
     found = _ranges(reader, first_s, last_s)
     if found is None:
@@ -87,7 +89,8 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
     dropping = (space, shape, repr((sub.filters, sub.explicit_tags)))
     if dropping in _DROPPING:
         return None  # its name filters leave series out: never kept, row by row at once
-    asked = asked_before(space, shape)  # remembered on every store (see read_before)
+    if asked is None:  # remembered on every store (see read_before)
+        asked = asked_before(space, shape)
     if able(table, RANGE_STAMP) is None and not asked:
         # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
         # pass does without; pay it from the second read of the same ranges (a dashboard).
@@ -105,7 +108,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
         # cache holds rows of the range, say all but one changed row) row by row.
         series = None
         if hour_columns.source(inner) is not None and _cold(cache, table, ranges):
-            series = hour_columns.read_series(inner, first_s, last_s)
+            series = hour_reads.read_series(inner, first_s, last_s)
         if series is None:
             series = inner.read_stored(first_s, last_s)
     finally:  # a read stopped by a limit or the deadline reports what it read
@@ -123,14 +126,8 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int
 
 def _cold(cache: HourCache, table: Any, ranges: Sequence[tuple[bytes, bytes]]) -> bool:
     """Whether the cache holds no entry, current or not, of the ranges' first row."""
-    for start, stop in ranges:
-        stamps = table.scan_stamps(start, stop, "t")
-        try:
-            for key, *_ in stamps:
-                return not cache.has_row(table.name, key)
-        finally:
-            stamps.close()
-    return True
+    first = first_row(table, ranges)
+    return first is None or not cache.has_row(table.name, first[0])
 
 
 def read_before(reader: RowReader, first_s: int, last_s: int) -> bool:

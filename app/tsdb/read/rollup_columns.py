@@ -126,15 +126,19 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
     whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
                        np.empty(total, np.bool_))
     at = out = 0
-    row_ids = []
+    row_ids: list[np.ndarray] = []
     row_starts: list[np.ndarray | None] = [None] * len(parts)
+    # Sums and counts written together hold the same rows: one order for both.
+    same_rows = all(p.rows == present[0].rows for p in present[1:])
+    order = None
     for slot, part in enumerate(parts):
         if part is None:
             continue
         rows = part.cells.size
         sid, base = series_of[at:at + rows], base_s[at:at + rows]
         at += rows
-        order = np.lexsort((base, sid))  # series after series, each in time order
+        if order is None or not same_rows:
+            order = np.lexsort((base, sid))  # series after series, each in time order
         end = out + int(part.cells.sum())
         if part.width:  # whole rows moved at once
             shape = (rows, part.width)
@@ -158,13 +162,17 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
         out = end
         sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
         stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
-        row_ids.append(sid << 32 | base)
+        if not same_rows or not row_ids:
+            row_ids.append(sid << 32 | base)
     ends = np.cumsum(sizes, axis=1)
     total_values = int(ends[0, -1]) if count else 0
     spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
                       total_values + ends[1]], axis=1)
-    distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
-    rows_per_series = np.bincount(distinct >> 32, minlength=count)
+    if same_rows and row_ids:  # each row once already: no set to take
+        rows_per_series = np.bincount(row_ids[0] >> 32, minlength=count)
+    else:
+        distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
+        rows_per_series = np.bincount(distinct >> 32, minlength=count)
     return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored,
                   row_starts)
 
