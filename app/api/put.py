@@ -12,7 +12,7 @@ from app.api.annotation import json_response
 from app.api.body import has_param, json_body, raw_body
 from app.api.stats import record_points_written
 from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
-from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_point
+from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_points
 from app.tsdb.writer import PointWriter
 
 # Every digit as "0": a run of 20 digits becomes a run of 20 zeros, found by bytes.find
@@ -42,9 +42,9 @@ def put() -> Response:
         raise BadRequestError("No datapoints found in content")
     # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
     batch = PointBatch(wide_floats=True)
-    for raw in raw_points:
-        add_json_point(batch, raw)
-    record_points_written(get_writer().write_batch(batch))
+    writer = get_writer()
+    add_json_points(batch, raw_points, writer.known_series)
+    record_points_written(writer.write_batch(batch))
     return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Container, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -113,23 +113,46 @@ def parse_point(raw: Any) -> DataPoint:
     return DataPoint(metric, timestamp, value, {str(k): str(v) for k, v in tags.items()})
 
 
-def add_json_point(batch: PointBatch, raw: Any) -> None:
-    """One point of a put body into ``batch``: :func:`parse_point`'s checks and messages.
+def add_json_points(batch: PointBatch, raws: Iterable[Any],
+                    known: Container[object] = ()) -> None:
+    """The points of a put body into ``batch``, in order: :func:`parse_point`'s checks and
+    messages for each (a bad one is rejected, the others are kept).
 
-    The common shape (a string metric, an integer timestamp, a finite number, string tags)
-    is taken as it is; anything else goes through :func:`parse_point`.
+    The common point (a string metric, a positive integer timestamp, a finite number, string
+    tags) is taken in one loop with no call per point. ``known``: series keys
+    ``(metric, tag pairs)`` already validated (the writer's), whose names need no type check:
+    such a key compares equal only to a key of the same strings. Anything else goes through
+    :func:`add_json_point`.
     """
-    if type(raw) is dict:
-        metric, timestamp, value, tags = (raw.get("metric"), raw.get("timestamp"),
-                                          raw.get("value"), raw.get("tags"))
-        if (type(metric) is str and metric and type(timestamp) is int and timestamp > 0
-                and type(tags) is dict and tags
-                and (type(value) is int and LONG_MIN <= value <= LONG_MAX
-                     or type(value) is float and math.isfinite(value))
-                and all(type(k) is str and type(v) is str for k, v in tags.items())):
-            pairs = tuple(tags.items())
-            batch.add((metric, pairs), metric, pairs, timestamp, value)
-            return
+    series, series_of, timestamps = batch.series, batch.series_of, batch.timestamps
+    values, errors = batch.values, batch.errors
+    for raw in raws:
+        if type(raw) is dict:
+            metric, timestamp, value, tags = (raw.get("metric"), raw.get("timestamp"),
+                                              raw.get("value"), raw.get("tags"))
+            if (type(timestamp) is int and timestamp > 0 and type(tags) is dict and tags
+                    and (type(value) is int and LONG_MIN <= value <= LONG_MAX
+                         or type(value) is float and math.isfinite(value))):
+                key = (metric, tuple(tags.items()))
+                try:
+                    in_batch = key in series
+                    seen = in_batch or key in known
+                except TypeError:  # an unhashable tag value: the slow path says what is wrong
+                    in_batch = seen = False
+                if seen or (type(metric) is str and metric and all(
+                        type(k) is str and type(v) is str for k, v in key[1])):
+                    if not in_batch:
+                        series[key] = key  # type: ignore[assignment]  # (metric, tags), checked
+                    series_of.append(key)
+                    timestamps.append(timestamp)
+                    values.append(value)
+                    errors.append(None)
+                    continue
+        add_json_point(batch, raw)
+
+
+def add_json_point(batch: PointBatch, raw: Any) -> None:
+    """One point of a put body into ``batch``: :func:`parse_point`'s checks and messages."""
     try:
         point = parse_point(raw)
     except TsdbError as exc:
