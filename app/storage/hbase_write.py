@@ -217,26 +217,32 @@ def _run(calls: Sequence[Callable[[], None]]) -> None:
 
 
 class _Queueing:
-    """``with``: the table's pending batch under the lock, the caller's ticket on it, and the
-    writers woken when it is left."""
+    """``with``: the table's pending batch under the lock, the caller's ticket on it, and a
+    writer woken when it is left, if one has something new to do: the queue was empty, or it
+    is now full. (A writer lingering over a queue wakes at its deadline anyway: waking it on
+    every caller's rows cost a thread switch per request for nothing.)"""
 
     def __init__(self, batcher: WriteBatcher, table: bytes, ticket: _Ticket) -> None:
         self.batcher = batcher
         self.table = table
         self.ticket = ticket
+        self.first = False
 
     def __enter__(self) -> _TableBatch:
         batcher = self.batcher
         batcher._cond.acquire()
         if not batcher._pending:
             batcher._first_at = time.monotonic()
+            self.first = True
         batch = batcher._pending.setdefault(self.table, _TableBatch())
         batch.tickets.append(self.ticket)
         return batch
 
     def __exit__(self, *exc: object) -> None:
-        self.batcher._cond.notify()
-        self.batcher._cond.release()
+        batcher = self.batcher
+        if self.first or batcher._pending_cells >= batcher.max_cells:
+            batcher._cond.notify()
+        batcher._cond.release()
 
 
 def _chunks(rows: list[tuple[bytes, dict[bytes, bytes]]], writers: int, max_cells: int
