@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from flask import Response, current_app
+from flask import Response, current_app, request
 
 from app.api import bp
 from app.api.annotation import json_response
@@ -44,7 +44,10 @@ def put() -> Response:
     batch = PointBatch(wide_floats=True)
     writer = get_writer()
     add_json_points(batch, raw_points, writer.known_series)
-    record_points_written(writer.write_batch(batch))
+    stored = writer.write_batch(batch)
+    record_points_written(stored)
+    if stored == len(raw_points) and not request.args:  # every point stored, no ?summary
+        return Response(status=204)
     return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
 
 
