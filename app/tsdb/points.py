@@ -11,7 +11,7 @@ import math
 import re
 from collections.abc import Container, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import methodcaller
+from operator import itemgetter
 from typing import Any
 
 from app.errors import BadRequestError, TsdbError
@@ -155,8 +155,7 @@ def add_json_points(batch: PointBatch, raws: list[Any],
         add_json_point(batch, raw)
 
 
-_GET_METRIC, _GET_TIMESTAMP = methodcaller("get", "metric"), methodcaller("get", "timestamp")
-_GET_VALUE, _GET_TAGS = methodcaller("get", "value"), methodcaller("get", "tags")
+_FIELDS = itemgetter("metric", "timestamp", "value", "tags")
 
 
 def _add_known_points(batch: PointBatch, raws: list[Any], known: Container[object]) -> bool:
@@ -166,9 +165,10 @@ def _add_known_points(batch: PointBatch, raws: list[Any], known: Container[objec
     point). False, with nothing added, when any point is not so."""
     if not raws or set(map(type, raws)) != {dict}:
         return False
-    timestamps = list(map(_GET_TIMESTAMP, raws))
-    values = list(map(_GET_VALUE, raws))
-    tags = list(map(_GET_TAGS, raws))
+    try:
+        metrics, timestamps, values, tags = zip(*map(_FIELDS, raws))
+    except KeyError:  # a field missing: the per-point path says which
+        return False
     if set(map(type, timestamps)) != {int} or min(timestamps) <= 0 \
             or set(map(type, tags)) != {dict} or not all(tags):
         return False
@@ -177,7 +177,7 @@ def _add_known_points(batch: PointBatch, raws: list[Any], known: Container[objec
     if not value_types <= {int, float} or min(values) < LONG_MIN or max(values) > LONG_MAX \
             or float in value_types and not all(map(math.isfinite, values)):
         return False
-    keys = list(zip(map(_GET_METRIC, raws), map(tuple, map(dict.items, tags))))
+    keys = list(zip(metrics, map(tuple, map(dict.items, tags))))
     series = batch.series
     try:
         if not all(map(known.__contains__, keys)):

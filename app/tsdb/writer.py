@@ -170,16 +170,15 @@ class PointWriter:
         if len(self._rows) > MAX_TEMPLATES:
             self._rows = {}
         known_rows, row_for, appends = self._rows, self.row_for, self.appends
-        # (series key, base time) -> its row's cells; two keys of one series share the row.
-        cells_of: dict[tuple[object, int], dict[bytes, bytes]] = {}
+        # row key -> its cells (two keys of one series share the row: its key is the same)
         rows: dict[bytes, dict[bytes, bytes]] = {}
         for key, base, qualifier, raw in zip(series_of, bases, qualifiers, raws):
-            cells = cells_of.get((key, base))
+            row = known_rows.get((key, base))
+            if row is None:
+                row = known_rows[(key, base)] = row_for(templates[key], base)
+            cells = rows.get(row)
             if cells is None:
-                row = known_rows.get((key, base))
-                if row is None:
-                    row = known_rows[(key, base)] = row_for(templates[key], base)
-                cells = cells_of[(key, base)] = rows.setdefault(row, {})
+                cells = rows[row] = {}
             if appends:  # one append entry per point, in order
                 cells[APPEND_COLUMN] = cells.get(APPEND_COLUMN, b"") + qualifier + raw
             else:
