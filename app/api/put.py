@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from flask import Response, current_app
+from flask import Response, current_app, request
 
 from app.api import bp
 from app.api.annotation import json_response
 from app.api.body import has_param, json_body, raw_body
 from app.api.stats import record_points_written
 from app.errors import BadRequestError, NoSuchUniqueName, TsdbError
-from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_point
+from app.tsdb.points import ECHO_CHARS, PointBatch, add_json_points
 from app.tsdb.writer import PointWriter
 
 # Every digit as "0": a run of 20 digits becomes a run of 20 zeros, found by bytes.find
@@ -42,9 +42,12 @@ def put() -> Response:
         raise BadRequestError("No datapoints found in content")
     # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
     batch = PointBatch(wide_floats=True)
-    for raw in raw_points:
-        add_json_point(batch, raw)
-    record_points_written(get_writer().write_batch(batch))
+    writer = get_writer()
+    add_json_points(batch, raw_points, writer.known_series)
+    stored = writer.write_batch(batch)
+    record_points_written(stored)
+    if stored == len(raw_points) and not request.args:  # every point stored, no ?summary
+        return Response(status=204)
     return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
 
 

@@ -4,19 +4,27 @@ Produces exactly the bytes the point-by-point encoder and compaction produce (se
 :mod:`app.storage.codec`). :func:`encode_points` gives every point its single cell (the
 write path: ``/api/put`` and the line protocol); :func:`encode_series` gives one series'
 points one compacted column per hour row (bulk imports; second timestamps only).
+:func:`encode_cells` is :func:`encode_points` for small batches, in plain Python: below a
+hundred points or so numpy's fixed cost per call is the larger (50 points: 78 µs through
+numpy, 19 µs here).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from struct import Struct
 from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 
+from app.storage.codec import encode_value
 from app.storage.codec_cells import FLAG_BITS, FLAG_FLOAT, MAX_TIMESPAN, MS_FLAG, MS_FLAG_BITS
 
 Cells = list[tuple[int, bytes, bytes]]
 SECONDS_LIMIT = 2**32  # SECOND_MASK: a timestamp at or above it is in milliseconds
+_DOUBLE = Struct(">d")
+WIDE_FLOAT_FLAGS = FLAG_FLOAT | 0x7  # an 8-byte double
 
 
 def _int_lengths(ints: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
@@ -128,3 +136,42 @@ def encode_points(ts: npt.NDArray[np.int64], ints: npt.NDArray[np.int64],
 def _cut(joined: bytes, lengths: npt.NDArray[np.int64]) -> list[bytes]:
     ends = np.cumsum(lengths).tolist()
     return [joined[start:end] for start, end in zip([0, *ends[:-1]], ends)]
+
+
+def encode_cells(timestamps: Sequence[int], values: Sequence[int | float],
+                 wide_floats: bool = False) -> tuple[list[int], list[bytes], list[bytes]]:
+    """:func:`encode_points` without numpy, for small batches: each point's
+    ``(base_time_s, qualifier, value_bytes)`` as ``codec.point_cell`` gives it, one list each.
+
+    Timestamps are positive seconds or milliseconds; values ints within a signed long or
+    finite floats (``wide_floats``: every float on 8 bytes, as OpenTSDB's HTTP put writes
+    them). The common point (seconds, a Python int or float) is encoded inline; anything
+    else goes through ``codec.encode_value``.
+    """
+    bases: list[int] = []
+    qualifiers: list[bytes] = []
+    raws: list[bytes] = []
+    pack_double = _DOUBLE.pack
+    for ts, value in zip(timestamps, values):
+        if type(value) is int and -0x8000_0000 <= value < 0x8000_0000:
+            if -0x80 <= value < 0x80:
+                flags, raw = 0, value.to_bytes(1, "big", signed=True)
+            elif -0x8000 <= value < 0x8000:
+                flags, raw = 1, value.to_bytes(2, "big", signed=True)
+            else:
+                flags, raw = 3, value.to_bytes(4, "big", signed=True)
+        elif wide_floats and type(value) is float:
+            flags, raw = WIDE_FLOAT_FLAGS, pack_double(value)
+        else:  # 8-byte integers, narrow floats, numpy scalars: the reference encoder
+            flags, raw = encode_value(value)
+        if ts < SECONDS_LIMIT:
+            base = ts - ts % MAX_TIMESPAN
+            qualifiers.append((((ts - base) << FLAG_BITS) | flags).to_bytes(2, "big"))
+        else:
+            seconds = ts // 1000
+            base = seconds - seconds % MAX_TIMESPAN
+            qualifiers.append((MS_FLAG | ((ts - base * 1000) << MS_FLAG_BITS) | flags)
+                              .to_bytes(4, "big"))
+        bases.append(base)
+        raws.append(raw)
+    return bases, qualifiers, raws

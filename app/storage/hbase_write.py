@@ -5,18 +5,23 @@ Measured through the Thrift1 gateway (bench/bench_hbase_put.py): HBase's cost of
 ``mutateRows`` is per *row*, about the same for one cell of a row as for four, and several
 calls in flight on separate connections go ~2x faster than one after the other. So:
 
-* a caller's rows are queued; a writer thread takes everything queued (after waiting up to
-  ``linger_ms`` from the first queued row, or less once ``max_cells`` are queued), merges the
-  cells of one row from every caller into one row mutation (a later put of a column wins, as
-  it would in sequence), and writes them in chunks on up to ``writers`` connections at once;
+* a caller's rows are queued. A caller that finds nobody gathering a batch (and fewer than
+  ``writers`` callers writing) becomes the batch's *leader*: it waits up to ``linger_ms`` from
+  the first queued row (less once ``max_cells`` are queued), takes everything queued, merges
+  the cells of one row from every caller into one row mutation (a later put of a column wins,
+  as it would in sequence) and writes them itself, in chunks on up to ``writers`` connections
+  at once. The others queued meanwhile wait for it. No thread of the batcher's own: the
+  hand-off to a writer thread and back cost ~3.5 µs per point of a 50-point request, more
+  than the write itself (bench/bench_put_phases.py);
 * appends of one row and column are concatenated in arrival order into one ``append`` call
   (the bytes the same appends in sequence leave in the cell), the rows' calls in parallel;
-* ``writers`` threads take turns, so one batch is gathered while the last is written.
+* up to ``writers`` leaders write at once, so one batch is gathered while the last is
+  written; a leader done writing leads again while rows wait with nobody gathering them.
 
 A caller's :meth:`WriteBatcher.put` / :meth:`WriteBatcher.append` returns only when every call
 holding its cells succeeded, and raises the failure (a :class:`StorageError`) otherwise: an
-acknowledged point is in HBase. Threads belong to the process that started them: after a fork
-the child starts its own.
+acknowledged point is in HBase. State belongs to the process that made it: after a fork the
+child starts afresh.
 """
 
 from __future__ import annotations
@@ -87,75 +92,80 @@ class WriteBatcher:
         self._pending: dict[bytes, _TableBatch] = {}
         self._pending_cells = 0
         self._first_at = 0.0
+        self._leaders = 0  # callers writing a batch (or gathering one) now
+        self._gathering = False  # one of them waits for more rows before taking the queue
         self._calls: ThreadPoolExecutor | None = None
-        self._threads: list[threading.Thread] = []
-        self._stopping = False
 
     # ------------------------------------------------------------ callers
 
     def put(self, table: bytes, rows: Iterable[tuple[bytes, Mapping[bytes, bytes]]]) -> None:
         """Store the rows' cells; returns once they are in HBase, raises if they may not be."""
         ticket = _Ticket()
-        with self._queue(table, ticket) as batch:
-            cells = 0
+        with self._queue(table, ticket) as queueing:
+            puts, cells = queueing.batch.puts, 0
             for row, data in rows:
-                batch.puts.setdefault(row, {}).update(data)
+                row_cells = puts.get(row)
+                if row_cells is None:
+                    puts[row] = dict(data)
+                else:
+                    row_cells.update(data)
                 cells += len(data)
             self._pending_cells += cells
-        ticket.wait(self.wait_s)
+        self._lead_or_wait(queueing.leads, ticket)
 
     def append(self, table: bytes, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
         """Append each ``(row, column, value)`` (in this order for one row and column)."""
         ticket = _Ticket()
-        with self._queue(table, ticket) as batch:
+        with self._queue(table, ticket) as queueing:
+            appends = queueing.batch.appends
             for row, column, value in cells:
-                batch.appends.setdefault((row, column), []).append(value)
+                appends.setdefault((row, column), []).append(value)
             self._pending_cells += len(cells)
-        ticket.wait(self.wait_s)
+        self._lead_or_wait(queueing.leads, ticket)
 
     def _queue(self, table: bytes, ticket: _Ticket) -> _Queueing:
-        self._ensure_started()
+        self._ensure_fresh()
         return _Queueing(self, table, ticket)
 
-    # ------------------------------------------------------------ writer threads
+    def _lead_or_wait(self, leads: bool, ticket: _Ticket) -> None:
+        if leads:
+            self._lead()
+        ticket.wait(self.wait_s)
 
-    def _ensure_started(self) -> None:
+    # ------------------------------------------------------------ leaders
+
+    def _ensure_fresh(self) -> None:
         if self._pid == os.getpid():
             return
         with self._start_lock:
             if self._pid == os.getpid():
                 return
-            # After a fork: the parent's threads and queue are not ours (and never will run).
+            # After a fork: the parent's queue and leaders are not ours (and never will run).
             self._cond = threading.Condition()
-            self._pending, self._pending_cells, self._stopping = {}, 0, False
-            self._calls = ThreadPoolExecutor(self.writers, thread_name_prefix="pytsd-hbase-call")
-            self._threads = [threading.Thread(target=self._writer_loop, daemon=True,
-                                              name=f"pytsd-hbase-write-{number}")
-                             for number in range(self.writers)]
-            for thread in self._threads:
-                thread.start()
+            self._pending, self._pending_cells = {}, 0
+            self._leaders, self._gathering = 0, False
+            self._calls = None
             self._pid = os.getpid()
 
     def close(self) -> None:
-        """Stop this process's writer threads once what is queued is written (a later write
-        starts them again): a closed store leaves no thread behind."""
+        """Wait (bounded) for the callers writing now, then stop the threads that split large
+        batches over connections (a later write starts them again): a closed store leaves no
+        thread behind."""
         with self._start_lock:
             if self._pid != os.getpid():
                 return
+            deadline = time.monotonic() + self.wait_s
             with self._cond:
-                self._stopping = True
-                self._cond.notify_all()
-            for thread in self._threads:
-                thread.join(self.wait_s)
+                while self._leaders and time.monotonic() < deadline:
+                    self._cond.wait(0.01)
             if self._calls is not None:
                 self._calls.shutdown(wait=True)
-            self._threads, self._calls, self._pid = [], None, 0
+            self._calls, self._pid = None, 0
 
-    def _writer_loop(self) -> None:
-        while True:
-            taken = self._take()
-            if taken is None:
-                return
+    def _lead(self) -> None:
+        """Gather a batch, write it, answer its callers; again while rows wait ungathered."""
+        taken: dict[bytes, _TableBatch] | None = self._take()
+        while taken is not None:
             for table, batch in taken.items():
                 try:
                     self._write(table, batch)
@@ -165,14 +175,11 @@ class WriteBatcher:
                 else:
                     for ticket in batch.tickets:
                         ticket.done(None)
+            taken = self._next()
 
-    def _take(self) -> dict[bytes, _TableBatch] | None:
-        """Everything queued, once it is worth writing; None when the batcher is closing."""
+    def _take(self) -> dict[bytes, _TableBatch]:
+        """As the gathering leader: everything queued, once it is worth writing."""
         with self._cond:
-            while not self._pending:
-                if self._stopping:
-                    return None
-                self._cond.wait()
             deadline = self._first_at + self.linger_s
             while self._pending_cells < self.max_cells:
                 left_s = deadline - time.monotonic()
@@ -180,12 +187,22 @@ class WriteBatcher:
                     break
                 self._cond.wait(left_s)
             taken, self._pending, self._pending_cells = self._pending, {}, 0
+            self._gathering = False
             return taken
+
+    def _next(self) -> dict[bytes, _TableBatch] | None:
+        """After a write: gather the rows queued with nobody gathering them, or stop leading."""
+        with self._cond:
+            if not self._pending or self._gathering:
+                self._leaders -= 1
+                self._cond.notify_all()  # close() may be waiting for the last leader
+                return None
+            self._gathering = True
+        return self._take()
 
     def _write(self, table: bytes, batch: _TableBatch) -> None:
         """Every call of the batch, in up to ``writers`` sequences run at once (a sequence per
         connection: a thread hand-off costs more than a call here); the first failure raises."""
-        assert self._calls is not None
         calls: list[Callable[[], None]] = []
         if batch.puts:
             rows = sorted(batch.puts.items())
@@ -199,7 +216,7 @@ class WriteBatcher:
         if len(sequences) == 1:
             _run(sequences[0])
             return
-        futures = [self._calls.submit(_run, sequence) for sequence in sequences[1:]]
+        futures = [self._executor().submit(_run, sequence) for sequence in sequences[1:]]
         error: BaseException | None = None
         try:
             _run(sequences[0])  # this thread's share
@@ -210,6 +227,13 @@ class WriteBatcher:
         if first is not None:
             raise first
 
+    def _executor(self) -> ThreadPoolExecutor:
+        with self._start_lock:
+            if self._calls is None:
+                self._calls = ThreadPoolExecutor(max(1, self.writers - 1),
+                                                 thread_name_prefix="pytsd-hbase-call")
+            return self._calls
+
 
 def _run(calls: Sequence[Callable[[], None]]) -> None:
     for call in calls:
@@ -217,26 +241,35 @@ def _run(calls: Sequence[Callable[[], None]]) -> None:
 
 
 class _Queueing:
-    """``with``: the table's pending batch under the lock, the caller's ticket on it, and the
-    writers woken when it is left."""
+    """``with``: the table's pending batch under the lock, the caller's ticket on it; on
+    leaving, whether the caller leads (nobody gathers and fewer than ``writers`` write), and
+    the gathering leader woken once the queue is full (it wakes at its linger's end anyway)."""
 
     def __init__(self, batcher: WriteBatcher, table: bytes, ticket: _Ticket) -> None:
         self.batcher = batcher
         self.table = table
         self.ticket = ticket
+        self.leads = False
+        self.batch = _TableBatch()
 
-    def __enter__(self) -> _TableBatch:
+    def __enter__(self) -> _Queueing:
         batcher = self.batcher
         batcher._cond.acquire()
         if not batcher._pending:
             batcher._first_at = time.monotonic()
-        batch = batcher._pending.setdefault(self.table, _TableBatch())
-        batch.tickets.append(self.ticket)
-        return batch
+        self.batch = batcher._pending.setdefault(self.table, _TableBatch())
+        self.batch.tickets.append(self.ticket)
+        return self
 
     def __exit__(self, *exc: object) -> None:
-        self.batcher._cond.notify()
-        self.batcher._cond.release()
+        batcher = self.batcher
+        try:
+            if not batcher._gathering and batcher._leaders < batcher.writers:
+                batcher._gathering, batcher._leaders, self.leads = True, batcher._leaders + 1, True
+            elif batcher._pending_cells >= batcher.max_cells:
+                batcher._cond.notify_all()
+        finally:
+            batcher._cond.release()
 
 
 def _chunks(rows: list[tuple[bytes, dict[bytes, bytes]]], writers: int, max_cells: int

@@ -10,7 +10,7 @@ encodes the accepted points' cells with numpy and stores them in one write (:met
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 
 import numpy as np
 import numpy.typing as npt
@@ -18,7 +18,7 @@ import numpy.typing as npt
 from app.errors import BadRequestError, NoSuchUniqueName, StorageError, TsdbError
 from app.storage import codec
 from app.storage.base import APPEND_MANY, PUT_BLOCK, CellBlock, able
-from app.storage.codec_bulk import encode_columns, encode_points, encode_series
+from app.storage.codec_bulk import encode_cells, encode_columns, encode_points, encode_series
 from app.tsdb import TSDB
 from app.tsdb.points import (
     MAX_MS_TIMESTAMP,
@@ -71,8 +71,15 @@ class PointWriter:
         self.plugins = plugins
         self.config = tsdb.config
         self._templates: dict[object, bytes] = {}
+        # (series key, base time) -> the hour row's key: a series writes the same row all hour.
+        self._rows: dict[tuple[object, int], bytes] = {}
         self._time_offset = tsdb.layout.salt_width + tsdb.layout.metric_width
         self.appends: bool = self.config["tsd.storage.enable_appends"]
+
+    @property
+    def known_series(self) -> Container[object]:
+        """Series keys this writer has validated and resolved (parsers skip their checks)."""
+        return self._templates
 
     # --- the batch path -----------------------------------------------------------------
 
@@ -160,16 +167,19 @@ class PointWriter:
                                               batch.wide_floats, table.put_block))
                 return
         bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
-        row_for = self.row_for
-        # (series key, base time) -> its row's cells; two keys of one series share the row.
-        cells_of: dict[tuple[object, int], dict[bytes, bytes]] = {}
+        if len(self._rows) > MAX_TEMPLATES:
+            self._rows = {}
+        known_rows, row_for, appends = self._rows, self.row_for, self.appends
+        # row key -> its cells (two keys of one series share the row: its key is the same)
         rows: dict[bytes, dict[bytes, bytes]] = {}
         for key, base, qualifier, raw in zip(series_of, bases, qualifiers, raws):
-            cells = cells_of.get((key, base))
+            row = known_rows.get((key, base))
+            if row is None:
+                row = known_rows[(key, base)] = row_for(templates[key], base)
+            cells = rows.get(row)
             if cells is None:
-                row = row_for(templates[key], base)
-                cells = cells_of[(key, base)] = rows.setdefault(row, {})
-            if self.appends:  # one append entry per point, in order
+                cells = rows[row] = {}
+            if appends:  # one append entry per point, in order
                 cells[APPEND_COLUMN] = cells.get(APPEND_COLUMN, b"") + qualifier + raw
             else:
                 cells[b"t:" + qualifier] = raw
@@ -346,13 +356,7 @@ def _encode(timestamps: list[int], values: list[Value], wide_floats: bool
     if len(values) >= VECTOR_MIN_POINTS:
         return encode_points(np.array(timestamps, dtype=np.int64), *_value_arrays(values),
                              wide_floats)
-    bases, qualifiers, raws = [], [], []
-    for timestamp, value in zip(timestamps, values):
-        flags, raw = _encode_value(value, wide_floats)
-        bases.append(codec.base_time_s(timestamp))
-        qualifiers.append(codec.build_qualifier(timestamp, flags))
-        raws.append(raw)
-    return bases, qualifiers, raws
+    return encode_cells(timestamps, values, wide_floats)
 
 
 def _value_arrays(values: Sequence[Value]

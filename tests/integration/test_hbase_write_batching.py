@@ -166,16 +166,24 @@ def test_a_write_hbase_refuses_answers_every_request_with_an_error(
         assert error["error"]["code"] == status
 
 
-def writer_threads() -> int:
+def batcher_threads() -> int:
     return sum(1 for thread in threading.enumerate()
-               if thread.name.startswith("pytsd-hbase-write"))
+               if thread.name.startswith(("pytsd-hbase-write", "pytsd-hbase-call")))
 
 
 def test_a_closed_store_leaves_no_writer_thread(address: str) -> None:
-    before = writer_threads()
+    """Callers write their batches themselves; a batch too large for one call is split over
+    threads of the batcher, which a closed store stops."""
+    before = batcher_threads()
     tsdb = tsdb_on(address, **{"tsd.storage.hbase.writers": 3})
-    assert app_over(tsdb).test_client().post("/api/put", data=body(0)).status_code == 204
-    assert writer_threads() == before + 3
+    app = app_over(tsdb)
+    assert app.test_client().post("/api/put", data=body(0)).status_code == 204
+    assert batcher_threads() == before  # a small batch: written by the request's own thread
+    # 300 series in one request: 300 rows, more than one call of 64 rows or more
+    many = json.dumps([{"metric": "batched", "timestamp": HOUR_S, "value": i,
+                        "tags": {"host": f"h{i:03d}"}} for i in range(300)])
+    assert app.test_client().post("/api/put", data=many).status_code == 204
+    assert batcher_threads() > before
     tsdb.store.drop_tables()  # type: ignore[attr-defined]
     tsdb.close()
-    assert writer_threads() == before
+    assert batcher_threads() == before

@@ -26,6 +26,11 @@ def thriftpy2_bytes(table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) 
     [(b"r1", {b"t:\x00\x00": b"", b"t:\x05\x00\x00": b"\x00\x10\x01" * 300}),
      (b"", {b"t:\xf0\x00\x00\x07": b"\xff" * 8}),
      (b"r3" * 200, {})],
-], ids=["none", "one point", "mixed"])
+    # lengths of 256 and more (a compacted column's qualifier, a row of 300 cells): packed,
+    # not taken from the table of small lengths
+    [(b"r4", {b"t:" + b"\x00\x10" * 200: b"\x01" * 201}),
+     (b"r5", {b"t:" + i.to_bytes(2, "big"): b"\x02" for i in range(300)}),
+     (b"r6" * 128, {b"t:" + b"\x01" * 254: b"\x03" * 255})],
+], ids=["none", "one point", "mixed", "long"])
 def test_the_same_bytes_as_thriftpy2(rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
     assert mutate_rows_args(b"pfx_tsdb", rows) == thriftpy2_bytes(b"pfx_tsdb", rows)
