@@ -43,7 +43,7 @@ import numpy as np
 import numpy.typing as npt
 
 from app.errors import StorageError
-from app.storage.base import CellBlock
+from app.storage.base import CellBlock, prefix_stop
 from app.storage.codec_bulk import compact_single_cells, gather, single_cell_mask
 from app.storage.sqlite_block import block_blob, block_columns, block_records
 from app.storage.sqlite_pack import KEY_MIN_BYTES, float_widths, pack, pack_qualifier
@@ -613,15 +613,31 @@ def insert_packed(db: sqlite3.Connection, records: list[Record], packing: bool) 
 
 
 def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> None:
-    """Insert merged staged cells: compacted columns long enough to have a short key go
-    through :func:`insert_packed` (one stored form per cell), the rest in bulk."""
-    long = [record for record in records if len(record[3]) >= KEY_MIN_BYTES]
+    """Insert merged staged cells in bulk, a compacted column in one stored form (a data
+    column long enough to have a short key: sqlite_pack.py). Packing on, such columns go
+    through :func:`insert_packed`; off, each first deletes its packed form, which a store
+    that packed before may hold (one statement per column: ``pack_qualifier`` costs tens of
+    microseconds a column, more than the column's whole merge)."""
+    long = [record for record in records
+            if len(record[3]) >= KEY_MIN_BYTES and record[2] == PACKED_FAMILY]
     if not long:
+        insert_cells(db, records)
+        return
+    if not pack:
+        db.executemany(_DELETE_PACKED_FORM, [
+            (tbl, row, qualifier[:4], prefix_stop(qualifier[:4]) or b"\xff" * 5, qualifier)
+            for tbl, row, _, qualifier, _, _ in long])
         insert_cells(db, records)
         return
     keyed = {id(record) for record in long if pack_qualifier(record[3]) is not None}
     insert_cells(db, [record for record in records if id(record) not in keyed])
     insert_packed(db, [record for record in long if id(record) in keyed], pack)
+
+
+# A column kept as its short key starts with the column's first two qualifiers (4 bytes).
+_DELETE_PACKED_FORM = (
+    "DELETE FROM cells WHERE tbl = ?1 AND row = ?2 AND family = 't' AND qualifier >= ?3"
+    " AND qualifier < ?4 AND (CASE WHEN z & 2 THEN tsd_unpack_qualifier(qualifier) END) = ?5")
 
 
 class _Pending:
