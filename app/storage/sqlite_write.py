@@ -9,9 +9,9 @@ one of the ``cells_stamp`` index), and every commit writes all those pages to th
 loses nothing that was acknowledged. One row per batch rather than one per cell: binding six
 parameters and inserting a row and an index entry per cell cost about as much as the merge
 itself, and a batch is written once to the log either way. The writer's blocks of data cells
-(``put_block``) are staged likewise, in a columnar form SQLite merges alone (sqlite_block.py).
-Staged cells move into ``cells`` in key order, in bulk (each page of ``cells`` touched once
-for many cells; a block's cells in its own order):
+(``put_block``) are staged likewise, in a columnar form (sqlite_block.py). Staged cells move
+into ``cells`` in key order, in bulk (each page of ``cells`` touched once for many cells), the
+points of a row that blocks brought as ONE compacted cell per merge step (:class:`MergeChunk`):
 
 * when a process has staged :data:`STAGE_MAX_CELLS` cells or :data:`STAGE_MAX_BYTES` bytes
   since its last merge (so ``staged_batches`` holds at most that much per writing process);
@@ -21,10 +21,10 @@ for many cells; a block's cells in its own order):
   big cells written directly), in that write's transaction, so read-modify-writes and deletes
   act on every cell written before.
 
-Each cell keeps the write time (``ts``) it was staged with, and of a cell staged twice the
-later arrival (the larger ``seq``) wins: the hour cache's stamps,
-compaction's ``delete(up_to_ms=)`` and query deletes see the same cells and times as if they
-had been written to ``cells`` directly.
+Each cell keeps the write time (``ts``) it was staged with (a compacted cell, the newest of
+its points'), and of a cell staged twice the later arrival (the larger ``seq``) wins: the hour
+cache's stamps, compaction's ``delete(up_to_ms=)`` and query deletes see cells and times that
+order as if they had been written to ``cells`` directly (:class:`MergeChunk` says why).
 """
 
 from __future__ import annotations
