@@ -180,3 +180,21 @@ def test_fsck_last_write_wins_keeps_the_point_sent_again(tsd_config: dict[str, A
     assert dps(client) == {str(BASE_S + 10 * i): i if i < 100 else -i for i in range(230)}
     assert fsck(tsdb, FsckOptions()).errors == 0
     tsdb.close()
+
+
+def test_a_compacted_cell_replaces_its_packed_form_with_packing_off(tmp_path: Path) -> None:
+    path = tmp_path / "packed.db"
+    ten = [(0, (10 * i << 4).to_bytes(2, "big"), bytes([i])) for i in range(10)]
+    packing = SqliteStore(path, pack_cells=True)
+    packing.create_table("tsdb", {"t": {}})
+    packing.table("tsdb").put_block(block([ROW], ten))
+    column = b"t:" + b"".join(q for _, q, _ in ten)
+    assert packing.table("tsdb").row(ROW) == {column: bytes(range(10)) + b"\x00"}
+    with sqlite3.connect(path) as db:  # kept as its short key (20 qualifier bytes)
+        assert db.execute("SELECT length(qualifier), z FROM cells").fetchall() == [(9, 2)]
+    packing.close()
+    plain = SqliteStore(path, pack_cells=False).table("tsdb")
+    plain.put_block(block([ROW], [(0, q, bytes([7])) for _, q, _ in ten]))
+    assert plain.row(ROW) == {column: b"\x07" * 10 + b"\x00"}  # one form: the new one
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT length(qualifier), z FROM cells").fetchall() == [(20, None)]
