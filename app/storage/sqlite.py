@@ -53,6 +53,7 @@ from app.storage.sqlite_write import (
     has_block_index,
     has_cell_staging,
     has_staged,
+    mark_cells,
     merge_staged,
     retire_cell_staging,
     split_qualified,
@@ -264,7 +265,9 @@ class SqliteTable:
         with self.store.transaction() as db:
             if has_staged(db, self.name):
                 merge_staged(db, self.name, self.store.pack_cells)
-            count_write(db, self.name, now_ms())
+            written_ms = now_ms()
+            count_write(db, self.name, written_ms)
+            mark_cells(db, self.name, written_ms)  # the merge's floor (sqlite_write)
             yield db
 
     def version(self) -> tuple[int, int]:

@@ -1,4 +1,4 @@
-"""Data cells staged as a columnar block, and merged into ``cells`` by SQLite alone.
+"""Data cells staged as a columnar block, merged into ``cells`` compacted per row.
 
 A :class:`~app.storage.base.CellBlock` (the writer's batch of data cells: unique row keys,
 each cell's row index, qualifiers and values back to back) is staged as ONE row of
@@ -8,13 +8,11 @@ each cell's row index, qualifiers and values back to back) is staged as ONE row 
 * ``cell_index``: a JSON array of one integer per cell, ``start << 20 | row_len << 12 |
   qualifier_len << 8 | value_len`` (``start``: the cell's first byte in ``data``).
 
-Its merge is one ``INSERT OR REPLACE ... SELECT ... FROM json_each(cell_index)`` that cuts
-each cell out of ``data`` with ``substr``: the per-cell work is SQLite's B-tree insert, not
-Python binding six parameters per cell (a merge's cost per cell fell by about half:
-docs/performance.md). ``json_each`` yields the cells in array order and each replaces an
-earlier cell of its key, so of a cell written twice the later one stays, as with
-``put_many``. The cells are the same rows of ``cells`` a ``put_many`` stages: readers see no
-difference.
+The merge cuts the cells back out with numpy (:func:`block_columns`: a Python step per cell
+for its row key only) and compacts them per row with the other staged cells of its step
+(``sqlite_write.MergeChunk``), in arrival order: of a cell written twice the later one
+stays, as with ``put_many``. (Until issue 26's merge compaction, a block was merged by one
+``INSERT ... SELECT ... FROM json_each(cell_index)``: a SQL row per cell.)
 
 Only blocks whose every cell fits the index (row keys under 256 bytes, qualifiers under 16,
 values 1 to 255 bytes) and whose qualifiers are too short for a packed form
@@ -24,26 +22,17 @@ values 1 to 255 bytes) and whose qualifiers are too short for a packed form
 from __future__ import annotations
 
 import json
-import sqlite3
 
 import numpy as np
 import numpy.typing as npt
 
 from app.storage.base import CellBlock
+from app.storage.codec_bulk import gather
 from app.storage.sqlite_pack import KEY_MIN_BYTES
 
 MAX_ROW_BYTES = 255
 MAX_QUALIFIER_BYTES = min(15, KEY_MIN_BYTES - 1)
 MAX_VALUE_BYTES = 255
-_START = "(value >> 20)"
-_ROW_LEN = "((value >> 12) & 255)"
-_Q_LEN = "((value >> 8) & 15)"
-_V_LEN = "(value & 255)"
-MERGE_BLOCK = (
-    "INSERT OR REPLACE INTO cells (tbl, row, family, qualifier, value, ts) SELECT ?1,"
-    f" substr(?2, {_START} + 1, {_ROW_LEN}), 't',"
-    f" substr(?2, {_START} + {_ROW_LEN} + 1, {_Q_LEN}),"
-    f" substr(?2, {_START} + {_ROW_LEN} + {_Q_LEN} + 1, {_V_LEN}), ?3 FROM json_each(?4)")
 
 
 def fits(block: CellBlock) -> bool:
@@ -82,16 +71,25 @@ def block_blob(block: CellBlock) -> tuple[bytes, str]:
     return source[gather].tobytes(), "[" + ",".join(map(str, index.tolist())) + "]"
 
 
-def merge_block(db: sqlite3.Connection, table: str, written_ms: int, data: bytes,
-                cell_index: str) -> None:
-    """Insert a staged block's cells into ``cells`` (in the caller's transaction)."""
-    db.execute(MERGE_BLOCK, (table, data, written_ms, cell_index))
+def block_columns(data: bytes, cell_index: str
+                  ) -> tuple[list[bytes], bytes, npt.NDArray[np.int64], bytes,
+                             npt.NDArray[np.int64]]:
+    """A staged block's cells, columnar: each cell's row key, the qualifiers and the values
+    back to back with their lengths (what the merge compacts; a Python step per cell only
+    for the row key)."""
+    index = np.array(json.loads(cell_index), np.int64)
+    starts, row_lengths = index >> 20, index >> 12 & 255
+    q_lengths, v_lengths = index >> 8 & 15, index & 255
+    q_starts = starts + row_lengths
+    rows = [data[start:end] for start, end in zip(starts.tolist(), q_starts.tolist())]
+    return (rows, gather(data, q_starts, q_lengths), q_lengths,
+            gather(data, q_starts + q_lengths, v_lengths), v_lengths)
 
 
 def block_records(table: str, written_ms: int, data: bytes, cell_index: str
                   ) -> list[tuple[str, bytes, str, bytes, bytes, int]]:
-    """A staged block's cells as rows of ``cells``, decoded in Python: what
-    :func:`merge_block` inserts (for inspection and tests; the merge does not call it)."""
+    """A staged block's cells as rows of ``cells``, as staged, decoded in Python (for
+    inspection and tests; the merge reads :func:`block_columns`)."""
     records = []
     for entry in json.loads(cell_index):
         start, row_len, q_len, v_len = entry >> 20, entry >> 12 & 255, entry >> 8 & 15, entry & 255

@@ -22,6 +22,7 @@ log = logging.getLogger(__name__)
 
 MAX_TIMESPAN_S = codec.MAX_TIMESPAN
 DATA_PREFIX = codec.DATA_PREFIX
+NEWEST_MS = 2**63 - 1
 
 
 @dataclass
@@ -54,7 +55,11 @@ def compact_row(table: Table, row: bytes, cells: Row) -> int:
     # plain delete would drop it, or on HBase hide it behind a marker of the same millisecond.
     times = table.row_write_times(row)
     merge = data_cells(table.row(row, [b"t"]))
-    compacted = codec.compact_cells(merge.items()) if len(merge) >= 2 else None
+    # Of two cells holding one timestamp the newest write wins, as on the read path (the
+    # embedded store's merge leaves several compacted cells in a row, a point sent again in
+    # a later one); a cell written since the times were read is the newest.
+    write_ts = {q: times.get(DATA_PREFIX + q, NEWEST_MS) for q in merge}
+    compacted = codec.compact_cells(merge.items(), write_ts) if len(merge) >= 2 else None
     if compacted is None:
         return 0
     qualifier, value = compacted

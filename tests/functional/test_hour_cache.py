@@ -100,11 +100,16 @@ def test_a_query_delete_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
 def test_compaction_is_seen_and_changes_nothing(tsdb: TSDB, loaded: FlaskClient) -> None:
     cache = cache_for(tsdb)
     assert cache is not None
+    # A point more per hour, as a single cell (a small batch): the embedded store's merge
+    # already wrote the loaded block as one compacted cell per row, which leaves compaction
+    # nothing to do; with these, every row has cells to merge.
+    extra = [(BASE_S + hour * HOUR_S + 30, 7) for hour in range(3)]
+    write(tsdb, extra)
     dps(loaded)
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
-    assert dps(loaded) == expected(POINTS)
+    assert dps(loaded) == expected([*POINTS, *extra])
     assert cache.stats.stale == 3  # every row changed its cells: decoded again
-    assert dps(loaded) == expected(POINTS)
+    assert dps(loaded) == expected([*POINTS, *extra])
 
 
 def test_a_write_by_another_process_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,

@@ -1,5 +1,5 @@
 """Blocks of data cells (``put_block``, sqlite_block.py): staged as one row without a Python
-object per cell, merged by SQLite alone, read back as exactly the cells ``put_many`` gives."""
+object per cell, merged compacted per row (``sqlite_write.MergeChunk``)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 
 from app.storage import sqlite_write
 from app.storage.base import CellBlock
+from app.storage.codec import compact_cells
 from app.storage.sqlite import SqliteStore, SqliteTable
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -49,7 +50,7 @@ def table(path: Path) -> SqliteTable:
 
 ROWS = [b"\x00\x00\x01\x65\x53\xf1\x00\x00\x00\x01\x00\x00\x01",
         b"\x00\x00\x01\x65\x53\xff\x10\x00\x00\x01\x00\x00\x02"]
-CELLS = [(0, b"\x00\x00", b"\x01"), (1, b"\x00\x10", b"\x00\x02"),
+CELLS = [(0, b"\x00\x00", b"\x01"), (1, b"\x00\x11", b"\x00\x02"),
          (0, b"\x00\x1b", b"\x40\x49\x0f\xdb"),
          (1, b"\xf0\x00\x03\xe7", b"\x00\x00\x00\x00\x00\x01\x00\x00")]
 
@@ -61,17 +62,20 @@ def test_a_block_is_staged_as_one_row_and_reads_as_its_cells(path: Path,
     with sqlite3.connect(path) as db:
         records, _ = sqlite_write.staged_records(db)
     assert [record[1:5] for record in records] == [
-        (ROWS[0], "t", b"\x00\x00", b"\x01"), (ROWS[1], "t", b"\x00\x10", b"\x00\x02"),
+        (ROWS[0], "t", b"\x00\x00", b"\x01"), (ROWS[1], "t", b"\x00\x11", b"\x00\x02"),
         (ROWS[0], "t", b"\x00\x1b", b"\x40\x49\x0f\xdb"),
         (ROWS[1], "t", b"\xf0\x00\x03\xe7", b"\x00\x00\x00\x00\x00\x01\x00\x00")]
-    assert list(SqliteStore(path).table("tsdb").scan()) == [  # another connection merges
-        (ROWS[0], {b"t:\x00\x00": b"\x01", b"t:\x00\x1b": b"\x40\x49\x0f\xdb"}),
-        (ROWS[1], {b"t:\x00\x10": b"\x00\x02",
-                   b"t:\xf0\x00\x03\xe7": b"\x00\x00\x00\x00\x00\x01\x00\x00"})]
+    # Another connection merges: each row's points as one compacted cell, in time order
+    # (15 ms before 1 s), the meta byte last (1: seconds and milliseconds mixed).
+    assert list(SqliteStore(path).table("tsdb").scan()) == [
+        (ROWS[0], {b"t:\x00\x00\x00\x1b": b"\x01\x40\x49\x0f\xdb\x00"}),
+        (ROWS[1], {b"t:\xf0\x00\x03\xe7\x00\x11":
+                   b"\x00\x00\x00\x00\x00\x01\x00\x00\x00\x02\x01"})]
     assert staged_batches(path) == []
 
 
-def test_a_block_stores_what_put_many_of_its_cells_stores(tmp_path: Path) -> None:
+def test_a_block_stores_the_column_compaction_makes_of_what_put_many_stores(
+        tmp_path: Path) -> None:
     tables = []
     for name in ("block", "puts"):
         store = SqliteStore(tmp_path / f"{name}.db")
@@ -79,11 +83,15 @@ def test_a_block_stores_what_put_many_of_its_cells_stores(tmp_path: Path) -> Non
         tables.append(store.table("tsdb"))
     cells = block(ROWS, CELLS)
     tables[0].put_block(cells)
-    tables[1].put_many(cells.puts())
-    scans = [list(t.scan()) for t in tables]
-    assert scans[0] == scans[1] and len(scans[0]) == 2
+    tables[1].put_many(cells.puts())  # HBase's put: its cells as they were put
+    blocks, puts = (list(t.scan()) for t in tables)
+    assert [row for row, _ in puts] == [row for row, _ in blocks] == ROWS
+    for (_, compacted), (_, singles) in zip(blocks, puts):
+        assert len(singles) == 2
+        qualifier, value = compact_cells((c[2:], v) for c, v in singles.items())
+        assert compacted == {b"t:" + qualifier: value}
     stamps = [[(row, n) for row, n, _ in t.scan_stamps(b"", None, "t")] for t in tables]
-    assert stamps[0] == stamps[1] == [(ROWS[0], 2), (ROWS[1], 2)]
+    assert stamps == [[(ROWS[0], 1), (ROWS[1], 1)], [(ROWS[0], 2), (ROWS[1], 2)]]
 
 
 def test_the_later_write_of_a_cell_wins_inside_a_block_and_across_writes(
@@ -153,6 +161,7 @@ WRITER = """
 import os, signal, sys
 import numpy as np
 from app.storage.base import CellBlock
+from app.storage.codec import compact_cells
 from app.storage.sqlite import SqliteStore
 table = SqliteStore(sys.argv[1]).table("tsdb")
 rows = [b"r%03d" % n for n in range(50)]
