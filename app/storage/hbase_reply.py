@@ -32,7 +32,7 @@ from thriftpy2.protocol.binary import TBinaryProtocol as PureBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TException, TMessageType
 from thriftpy2.transport import TTransportException
 
-from app.storage.base import Row
+from app.storage.packed_cells import PackedCells
 
 Ends = list[int] | np.ndarray  # where each cell ends in a row's joined bytes
 _I32 = Struct(">i")
@@ -74,9 +74,13 @@ class ReplyRow:
     def value_list(self) -> list[bytes]:
         return _split(self.values, self.value_ends)
 
-    def cells(self) -> Row:
-        """``{column: value}`` in HBase's order."""
-        return dict(zip(self.column_list(), self.value_list(), strict=True))
+    def cells(self) -> PackedCells:
+        """``{column: value}`` in HBase's order (a dict keeping the joined bytes too)."""
+        ends = np.asarray(self.value_ends, np.int64)
+        sizes = ends.copy()
+        sizes[1:] -= ends[:-1]
+        return PackedCells(self.column_list(), self.value_list(), self.columns, self.values,
+                           sizes)
 
     def qualifiers(self, skip: int) -> bytes:
         """The columns joined without their first ``skip`` bytes (the family and colon)."""
@@ -117,13 +121,15 @@ class ReplyReader:
     the socket would wait for bytes that never come). Also a thriftpy2 transport (``read``)
     for what is decoded the slow way."""
 
-    __slots__ = ("recv", "buf", "pos", "mark")
+    __slots__ = ("recv", "buf", "pos", "mark", "origin", "received")
 
     def __init__(self, recv: Callable[[int], bytes]) -> None:
         self.recv = recv
         self.buf = b""
         self.pos = 0
         self.mark = 0  # where the row being parsed began: kept in ``buf`` for a rewind
+        self.origin = 0  # where ``buf`` starts in the reply
+        self.received: list[bytes] = []  # the reply so far
 
     def need(self, size: int) -> None:
         """At least ``size`` bytes from ``pos`` in ``buf``; a new ``buf`` starts at ``mark``
@@ -139,10 +145,16 @@ class ReplyReader:
                 raise TTransportException(TTransportException.END_OF_FILE,
                                           "TSocket read 0 bytes")
             parts.append(chunk)
+            self.received.append(chunk)
             have += len(chunk)
         self.buf = b"".join(parts)
         self.pos -= keep
         self.mark = 0
+        self.origin += keep
+
+    def whole(self) -> bytes:
+        """The reply's bytes received so far."""
+        return b"".join(self.received)
 
     def read(self, size: int) -> bytes:
         self.need(size)
@@ -202,7 +214,11 @@ def read_reply(reader: ReplyReader, result_class: Any, row_class: Any) -> list[R
         raise TTransportException(TTransportException.UNKNOWN,
                                   "unexpected field after scannerGetList's rows")
     reader.pos += 1
-    return rows
+    pending = [row for row in rows if isinstance(row, _Pending)]
+    if not pending:
+        return rows  # type: ignore[return-value]  # no _Pending among them
+    settled = iter(_settle(reader.whole(), pending))
+    return [next(settled) if isinstance(row, _Pending) else row for row in rows]
 
 
 def _message_begin(reader: ReplyReader) -> int:
@@ -220,7 +236,7 @@ def _message_begin(reader: ReplyReader) -> int:
     return kind
 
 
-def _row(reader: ReplyReader, protocol: Any, row_class: Any) -> ReplyRow:
+def _row(reader: ReplyReader, protocol: Any, row_class: Any) -> ReplyRow | _Pending:
     reader.mark = reader.pos
     row = _fast_row(reader)
     if row is not None:
@@ -232,7 +248,7 @@ def _row(reader: ReplyReader, protocol: Any, row_class: Any) -> ReplyRow:
     return _from_thrift(result)
 
 
-def _fast_row(reader: ReplyReader) -> ReplyRow | None:
+def _fast_row(reader: ReplyReader) -> ReplyRow | _Pending | None:
     """The row at ``reader.pos`` in the expected shape (row, columns, end), else None."""
     reader.need(7)
     buf, pos = reader.buf, reader.pos
@@ -257,150 +273,174 @@ def _fast_row(reader: ReplyReader) -> ReplyRow | None:
     return row
 
 
-def _entries(reader: ReplyReader, key: bytes, entries: int) -> ReplyRow | None:
-    """The ``entries`` map entries at ``reader.pos``, as runs of one entry length; None when
-    one is not in the expected shape (then ``reader.pos`` is left anywhere)."""
-    runs: list[tuple[bytes, int, int, int, int]] = []  # (buf, offset, entries, key, value)
+class _Pending:
+    """A row whose entries were found (where each starts in the reply) but not yet cut: all
+    rows of a reply are cut together (:func:`_settle`), a few numpy calls for them all."""
+
+    __slots__ = ("key", "column_bytes", "starts")
+
+    def __init__(self, key: bytes, column_bytes: int, starts: np.ndarray) -> None:
+        self.key = key
+        self.column_bytes = column_bytes
+        self.starts = starts
+
+
+def _entries(reader: ReplyReader, key: bytes, entries: int) -> ReplyRow | _Pending | None:
+    """The ``entries`` map entries at ``reader.pos``; None when one is not in the expected
+    shape (then ``reader.pos`` is left anywhere). A few are read one by one; more must have
+    one column width of at most 8 bytes (a row of single points, or a compacted cell and
+    its like), found in bulk and cut with the reply's other rows."""
+    if entries < BULK_ENTRIES:
+        return _small_row(reader, key, entries)
+    reader.need(4)
+    (column_bytes,) = _I32.unpack_from(reader.buf, reader.pos)
+    if not 0 <= column_bytes <= 8:
+        return None
+    offsets = _offsets(reader, entries, column_bytes)
+    if offsets is None:
+        return None
+    return _Pending(key, column_bytes, offsets + reader.origin)
+
+
+def _small_row(reader: ReplyReader, key: bytes, entries: int) -> ReplyRow | None:
+    """A row of a few entries (a compacted row is one), read one by one."""
+    cells: list[tuple[bytes, bytes]] = []
+    newest = 0
+    unpack = _I32.unpack_from
+    for _ in range(entries):
+        reader.need(4)
+        column_bytes = unpack(reader.buf, reader.pos)[0]
+        if column_bytes < 0:
+            return None
+        reader.need(11 + column_bytes)
+        buf, pos = reader.buf, reader.pos
+        at_value = pos + 4 + column_bytes
+        value_bytes = unpack(buf, at_value + 3)[0]
+        if buf[at_value:at_value + 3] != _VALUE_FIELD or value_bytes < 0:
+            return None
+        length = column_bytes + value_bytes + ENTRY_BYTES
+        reader.need(length)
+        buf = reader.buf
+        at_stamp = at_value + 7 + value_bytes
+        if buf[at_stamp:at_stamp + 3] != _STAMP_FIELD or buf[pos + length - 1] != 0:
+            return None
+        cells.append((buf[pos + 4:at_value], buf[at_value + 7:at_stamp]))
+        newest = max(newest, _I64.unpack_from(buf, at_stamp + 3)[0])
+        reader.pos = pos + length
+    return _from_cells(key, cells, newest)
+
+
+def _offsets(reader: ReplyReader, entries: int, column_bytes: int) -> np.ndarray | None:
+    """Where each of the ``entries`` entries from ``reader.pos`` starts in ``reader.buf``
+    (``reader.pos`` then after the last); None when one has not ``column_bytes`` columns.
+
+    Found in bulk: every place of the bytes received where an entry's head could start
+    (its column length, then the value field's header) is a candidate, and the entries are
+    the chain of candidates from the first, each ending where the next starts. A candidate
+    that only looks like a head (inside a value) breaks the chain there, and the search
+    resumes from where the last entry ended: the chain found is always the entries."""
+    found: list[np.ndarray] = []  # offsets from where the row began (``reader.mark``)
     done = 0
     while done < entries:
-        reader.need(4)
-        (column_bytes,) = _I32.unpack_from(reader.buf, reader.pos)
         reader.need(11 + column_bytes)
         buf, pos = reader.buf, reader.pos
         at = pos + 4 + column_bytes
-        if buf[at:at + 3] != _VALUE_FIELD:
+        if _I32.unpack_from(buf, pos)[0] != column_bytes or buf[at:at + 3] != _VALUE_FIELD:
             return None
-        (value_bytes,) = _I32.unpack_from(buf, at + 3)
-        length = column_bytes + value_bytes + ENTRY_BYTES
+        length = column_bytes + ENTRY_BYTES + _I32.unpack_from(buf, at + 3)[0]
         reader.need(length)
         buf, pos = reader.buf, reader.pos
-        fit = min(entries - done, (len(buf) - pos) // length)
-        taken = _run_length(buf, pos, fit, column_bytes, value_bytes)
-        if taken == 0:
+        window = (entries - done) * max(length, column_bytes + ENTRY_BYTES + 8)
+        chain = _chain(buf, pos, min(len(buf), pos + window), column_bytes, entries - done)
+        if chain is None:
             return None
-        runs.append((buf, pos, taken, column_bytes, value_bytes))
-        reader.pos = pos + taken * length
-        done += taken
-    return _joined(key, runs)
+        starts, end = chain
+        found.append(starts - reader.mark)
+        reader.pos = end
+        done += len(starts)
+    return np.concatenate(found) + reader.mark
 
 
-def _run_length(buf: bytes, pos: int, fit: int, column_bytes: int, value_bytes: int) -> int:
-    """How many entries from ``pos`` (at most ``fit``) have the first one's lengths and
-    every structural byte in place: the first few one by one, then the rest in bulk."""
-    length = column_bytes + value_bytes + ENTRY_BYTES
-    head = _I32.pack(column_bytes)
-    value_head = _VALUE_FIELD + _I32.pack(value_bytes)
-    at_value = 4 + column_bytes
-    at_stamp = at_value + 7 + value_bytes
-    first = min(fit, BULK_ENTRIES)
-    taken = 0
-    while taken < first:
-        base = pos + taken * length
-        if (buf[base:base + 4] != head
-                or buf[base + at_value:base + at_value + 7] != value_head
-                or buf[base + at_stamp:base + at_stamp + 3] != _STAMP_FIELD
-                or buf[base + length - 1] != 0):
-            return taken
-        taken += 1
-    rest = fit - taken
-    if not rest:
-        return taken
-    grid = np.frombuffer(buf, np.uint8, rest * length, pos + taken * length).reshape(
-        rest, length)
-    good = ((grid[:, :4] == np.frombuffer(head, np.uint8)).all(axis=1)
-            & (grid[:, at_value:at_value + 7] == np.frombuffer(value_head, np.uint8)).all(axis=1)
-            & (grid[:, at_stamp:at_stamp + 3] == np.frombuffer(_STAMP_FIELD, np.uint8)).all(
-                axis=1)
-            & (grid[:, -1] == 0))
-    return taken + (rest if good.all() else int(np.argmin(good)))
-
-
-def _joined(key: bytes, runs: list[tuple[bytes, int, int, int, int]]) -> ReplyRow:
-    """The runs' columns, values and newest stamp, in HBase's column order."""
-    if sum(run[2] for run in runs) < BULK_ENTRIES * len(runs):  # mostly single entries
-        return _small_row(key, runs)
-    columns, values, column_ends, value_ends, newest = [], [], [], [], 0
-    column_width = runs[0][3]
-    for buf, pos, taken, column_bytes, value_bytes in runs:
-        length = column_bytes + value_bytes + ENTRY_BYTES
-        grid = np.frombuffer(buf, np.uint8, taken * length, pos).reshape(taken, length)
-        at_value = 4 + column_bytes + 7
-        columns.append(grid[:, 4:4 + column_bytes])
-        values.append(grid[:, at_value:at_value + value_bytes])
-        stamps = grid[:, at_value + value_bytes + 3:length - 1]
-        newest = max(newest, int(np.ascontiguousarray(stamps).view(">i8").max()))
-        column_ends.append(np.full(taken, column_bytes, np.int64))
-        value_ends.append(np.full(taken, value_bytes, np.int64))
-        if column_bytes != column_width:
-            column_width = -1
-    column_sizes = np.concatenate(column_ends)
-    value_sizes = np.concatenate(value_ends)
-    if column_width >= 0 and len(runs) == 1:
-        column_grid = columns[0]
-    elif column_width >= 0:
-        column_grid = np.concatenate(columns)
-    else:
-        return _sorted_row(key, columns, values, newest)
-    value_blob = b"".join(part.tobytes() for part in values)
-    order = _unsigned_order(column_grid)
-    if order is not None:
-        column_grid = column_grid[order]
-        value_blob, value_sizes = _reordered(value_blob, value_sizes, order)
-    return ReplyRow(key, column_grid.tobytes(), np.cumsum(column_sizes), value_blob,
-                    np.cumsum(value_sizes), newest)
-
-
-def _unsigned_order(grid: np.ndarray) -> np.ndarray | None:
-    """The order that sorts fixed-width columns by unsigned bytes; None if already sorted
-    (the gateway's map is in signed byte order, so a column with a byte >= 0x80 comes first)."""
-    width = grid.shape[1]
-    if width > 8:
-        keys = np.ascontiguousarray(grid).view(np.dtype((np.void, width))).ravel()
-        order = np.argsort(keys, kind="stable")
-        return None if (order == np.arange(len(order))).all() else order
-    number = np.zeros(len(grid), np.uint64)
-    for column in range(width):
-        number = (number << np.uint64(8)) | grid[:, column]
-    if len(number) < 2 or (number[1:] > number[:-1]).all():
+def _chain(buf: bytes, pos: int, end: int, column_bytes: int, limit: int
+           ) -> tuple[np.ndarray, int] | None:
+    """The starts of the chain of whole entries in ``buf[pos:end]`` from ``pos``, at most
+    ``limit``, and where the last ends; None when the entry at ``pos`` is not one."""
+    data = np.frombuffer(buf, np.uint8, end - pos, pos)
+    heads = len(data) - (column_bytes + ENTRY_BYTES) + 1  # places with room for an entry
+    if heads <= 0:
         return None
-    return np.argsort(number, kind="stable")
+    head = _I32.pack(column_bytes) + b"\x00" * column_bytes + _VALUE_FIELD
+    mask = np.ones(heads, np.bool_)
+    for index, byte in enumerate(head):
+        if not 4 <= index < 4 + column_bytes:  # the column's own bytes are anything
+            mask &= data[index:index + heads] == byte
+    starts = np.flatnonzero(mask)
+    ends = starts + (column_bytes + ENTRY_BYTES) + _be32(data, starts + 7 + column_bytes)
+    whole = (ends >= starts + column_bytes + ENTRY_BYTES) & (ends <= len(data))
+    starts, ends = starts[whole], ends[whole]
+    tail = ends - 12  # the stamp field's header, then 8 bytes and the entry's end
+    whole = ((data[tail] == 0x0A) & (data[tail + 1] == 0) & (data[tail + 2] == 2)
+             & (data[ends - 1] == 0))
+    starts, ends = starts[whole], ends[whole]
+    if not len(starts) or starts[0] != 0:
+        return None
+    chained = ends[:-1] == starts[1:]
+    taken = len(starts) if chained.all() else int(np.argmin(chained)) + 1
+    taken = min(taken, limit)
+    return starts[:taken] + pos, int(ends[taken - 1]) + pos
 
 
-def _reordered(blob: bytes, sizes: np.ndarray, order: np.ndarray
-               ) -> tuple[bytes, np.ndarray]:
-    """The variable-length pieces of ``blob`` (of ``sizes``) in ``order``, and their sizes."""
-    starts = (np.cumsum(sizes) - sizes)[order]
-    sizes = sizes[order]
-    offsets = (np.repeat(starts - (np.cumsum(sizes) - sizes), sizes)
-               + np.arange(int(sizes.sum())))
-    return np.frombuffer(blob, np.uint8)[offsets].tobytes(), sizes
+def _be32(data: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """The big-endian i32 at each offset ``at`` of ``data`` (bytes)."""
+    return ((data[at].astype(np.int64) << 24) | (data[at + 1].astype(np.int64) << 16)
+            | (data[at + 2].astype(np.int64) << 8) | data[at + 3])
 
 
-def _small_row(key: bytes, runs: list[tuple[bytes, int, int, int, int]]) -> ReplyRow:
-    """A row of a few entries (a compacted row is one) or of short runs, without numpy."""
-    cells: list[tuple[bytes, bytes]] = []
-    newest = 0
-    for buf, pos, taken, column_bytes, value_bytes in runs:
-        length = column_bytes + value_bytes + ENTRY_BYTES
-        at_value = 4 + column_bytes + 7
-        for index in range(taken):
-            base = pos + index * length
-            column = buf[base + 4:base + 4 + column_bytes]
-            value = buf[base + at_value:base + at_value + value_bytes]
-            (stamp,) = _I64.unpack_from(buf, base + at_value + value_bytes + 3)
-            newest = max(newest, stamp)
-            cells.append((column, value))
-    return _from_cells(key, cells, newest)
+def _settle(reply: bytes, pending: list[_Pending]) -> list[ReplyRow]:
+    """The pending rows cut from the whole ``reply``: their columns, values and newest
+    stamps in bulk, each row's cells in HBase's column order (unsigned bytes)."""
+    data = np.frombuffer(reply, np.uint8)
+    counts = np.array([len(row.starts) for row in pending], np.int64)
+    widths = np.repeat(np.array([row.column_bytes for row in pending], np.int64), counts)
+    starts = np.concatenate([row.starts for row in pending])
+    owner = np.repeat(np.arange(len(pending)), counts)
+    at_value = starts + 4 + widths + 7
+    value_sizes = _be32(data, at_value - 4)
+    at_stamp = at_value + value_sizes + 3
+    stamps = data[at_stamp[:, None] + np.arange(8)].view(">i8").ravel()
+    firsts = np.cumsum(counts) - counts
+    newest = np.maximum.reduceat(stamps, firsts).tolist()
+    # Each column as a number (at most 8 bytes, one width per row): sorted within its row.
+    number = np.zeros(len(starts), np.uint64)
+    for index in range(8):
+        byte = data[np.minimum(starts + 4 + index, len(data) - 1)].astype(np.uint64)
+        number = np.where(index < widths, (number << np.uint64(8)) | byte, number)
+    order = np.lexsort((number, owner))
+    at_value, value_sizes, widths = at_value[order], value_sizes[order], widths[order]
+    column_starts = starts[order] + 4
+    columns = data[_picks(column_starts, widths)].tobytes()
+    values = data[_picks(at_value, value_sizes)].tobytes()
+    value_ends = np.cumsum(value_sizes)
+    column_ends = np.cumsum(widths)
+    bounds = (np.cumsum(counts) - 1).tolist()
+    rows = []
+    column_from = value_from = 0
+    for row, last, count, stamp in zip(pending, bounds, counts.tolist(), newest, strict=True):
+        column_to, value_to = int(column_ends[last]), int(value_ends[last])
+        rows.append(ReplyRow(
+            row.key, columns[column_from:column_to],
+            np.arange(1, count + 1) * row.column_bytes, values[value_from:value_to],
+            value_ends[last - count + 1:last + 1] - value_from, int(stamp)))
+        column_from, value_from = column_to, value_to
+    return rows
 
 
-def _sorted_row(key: bytes, columns: list[np.ndarray], values: list[np.ndarray],
-                newest: int) -> ReplyRow:
-    """Columns of several widths: sorted the plain way."""
-    cells: list[tuple[bytes, bytes]] = []
-    for column_grid, value_grid in zip(columns, values, strict=True):
-        cells.extend(zip((row.tobytes() for row in column_grid),
-                         (row.tobytes() for row in value_grid), strict=True))
-    return _from_cells(key, cells, newest)
+def _picks(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The offsets of pieces ``[start, start + size)`` one after another."""
+    ends = np.cumsum(sizes)
+    picks = np.repeat(starts - (ends - sizes), sizes)
+    picks += np.arange(len(picks))
+    return picks
 
 
 def _from_cells(key: bytes, cells: list[tuple[bytes, bytes]], newest: int) -> ReplyRow:
