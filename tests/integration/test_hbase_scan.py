@@ -67,5 +67,6 @@ def test_a_failed_scan_call_is_a_storage_error_and_the_connection_still_works(
     with pytest.raises(StorageError) as failed:
         table.scanner_rows(2_000_000_000, 10)
     assert isinstance(failed.value.__cause__, IllegalArgument)
-    assert failed.value.message == f"HBase failed to scan tsdb (Thrift server at {table.store.address})"
+    address = table.store.address
+    assert failed.value.message == f"HBase failed to scan tsdb (Thrift server at {address})"
     assert [key for key, _ in table.scan()] == keys(3)
