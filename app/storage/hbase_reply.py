@@ -50,6 +50,9 @@ RECV_BYTES = 1 << 18
 # A run of fewer entries than this is taken entry by entry: numpy's fixed cost per call is
 # more than Python's per entry.
 BULK_ENTRIES = 6
+# Longer columns in a row of many (rare: compacted columns are one a row) are decoded by
+# thriftpy2; rollup columns ("t:count:" + 2 bytes) are 10.
+MAX_BULK_COLUMN = 16
 
 
 class ReplyRow:
@@ -285,13 +288,13 @@ class _Pending:
 def _entries(reader: ReplyReader, key: bytes, entries: int) -> ReplyRow | _Pending | None:
     """The ``entries`` map entries at ``reader.pos``; None when one is not in the expected
     shape (then ``reader.pos`` is left anywhere). A few are read one by one; more must have
-    one column width of at most 8 bytes (a row of single points, or a compacted cell and
-    its like), found in bulk and cut with the reply's other rows."""
+    one column width of at most ``MAX_BULK_COLUMN`` bytes (a row of single points, of
+    rollup cells), found in bulk and cut with the reply's other rows."""
     if entries < BULK_ENTRIES:
         return _small_row(reader, key, entries)
     reader.need(4)
     (column_bytes,) = _I32.unpack_from(reader.buf, reader.pos)
-    if not 0 <= column_bytes <= 8:
+    if not 0 <= column_bytes <= MAX_BULK_COLUMN:
         return None
     offsets = _offsets(reader, entries, column_bytes)
     if offsets is None:
@@ -432,24 +435,25 @@ def _settle(reply: bytes, pending: list[_Pending]) -> list[ReplyRow]:
 def _row_order(columns: np.ndarray, widths: np.ndarray, owner: np.ndarray
                ) -> np.ndarray | None:
     """The order that sorts each row's columns (``columns`` joined, one width per row, at
-    most 8 bytes) by unsigned bytes, rows kept in place; None if they are in order already
-    (the gateway's map is in signed byte order: a column with a byte >= 0x80 comes first)."""
+    most ``MAX_BULK_COLUMN`` bytes) by unsigned bytes, rows kept in place; None if they are
+    in order already (the gateway's map is in signed byte order: a column with a byte
+    >= 0x80 comes first)."""
     width = int(widths[0]) if len(widths) else 0
     if (widths == width).all() and width in (1, 2, 4):
-        number = columns.view(f">u{width}").astype(np.uint64)
-    else:
-        number = np.zeros(len(widths), np.uint64)
-        ends = np.cumsum(widths)
-        for index in range(8):
-            at = np.minimum(ends - widths + index, len(columns) - 1)
-            byte = columns[at].astype(np.uint64)
-            number = np.where(index < widths, (number << np.uint64(8)) | byte, number)
-    if width <= 4 and (widths == width).all():
-        key = (owner.astype(np.uint64) << np.uint64(32)) | number
+        key = (owner.astype(np.uint64) << np.uint64(32)) | columns.view(f">u{width}")
         if len(key) < 2 or (key[1:] > key[:-1]).all():
             return None
         return np.argsort(key, kind="stable")
-    return np.lexsort((number, owner))
+    # Any widths: each column as two numbers of 8 bytes (zero-padded: one width per row).
+    firsts = np.cumsum(widths) - widths
+    numbers = []
+    for part in range(0, MAX_BULK_COLUMN, 8):
+        number = np.zeros(len(widths), np.uint64)
+        for index in range(part, part + 8):
+            byte = columns[np.minimum(firsts + index, len(columns) - 1)].astype(np.uint64)
+            number = (number << np.uint64(8)) | np.where(index < widths, byte, np.uint64(0))
+        numbers.append(number)
+    return np.lexsort((*reversed(numbers), owner))
 
 
 def _picks(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -206,3 +206,14 @@ def test_the_scan_shapes_of_a_parsed_row() -> None:
     assert list(stored) == [column for column, _, _ in cells]
     assert stored == {column: value for column, value, _ in cells}
     assert parsed.qualifiers(2) == b"".join(column[2:] for column, _, _ in cells)
+
+
+def test_rollup_columns_in_bulk_in_unsigned_order() -> None:
+    # "t:count:" + a 2-byte offset: 10 bytes; sent in signed order (0x8000 before 0x0010)
+    sent = [(b"t:count:" + pack(">H", q), pack(">q", q), 1)
+            for q in (0x8000, 0xF000, 0xFFF0, 0x0010, 0x0020, 0x7FF0)]
+    expected = [(b"t:count:" + pack(">H", q), pack(">q", q))
+                for q in (0x0010, 0x0020, 0x7FF0, 0x8000, 0xF000, 0xFFF0)]
+    check(reply([row(b"r", sent), row(b"s", second_cells([(i, 1) for i in range(6)], 2))]),
+          [(b"r", expected, 1),
+           (b"s", [(c, v) for c, v, _ in second_cells([(i, 1) for i in range(6)], 2)], 2)])
