@@ -348,7 +348,9 @@ def _offsets(reader: ReplyReader, entries: int, column_bytes: int) -> np.ndarray
         if _I32.unpack_from(buf, pos)[0] != column_bytes or buf[at:at + 3] != _VALUE_FIELD:
             return None
         length = column_bytes + ENTRY_BYTES + _I32.unpack_from(buf, at + 3)[0]
-        reader.need(length)
+        # As much of the row as it surely holds (each entry is at least ENTRY_BYTES, and the
+        # row's and the reply's ends follow): fewer, longer windows when it comes in pieces.
+        reader.need(max(length, (entries - done) * ENTRY_BYTES + 2))
         buf, pos = reader.buf, reader.pos
         window = (entries - done) * max(length, column_bytes + ENTRY_BYTES + 8)
         chain = _chain(buf, pos, min(len(buf), pos + window), column_bytes, entries - done)
