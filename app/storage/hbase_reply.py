@@ -53,6 +53,7 @@ BULK_ENTRIES = 6
 # Longer columns in a row of many (rare: compacted columns are one a row) are decoded by
 # thriftpy2; rollup columns ("t:count:" + 2 bytes) are 10.
 MAX_BULK_COLUMN = 16
+WINDOW_BYTES = 16  # pieces up to this long are cut from windows of the reply (``_pieces``)
 
 
 class ReplyRow:
@@ -401,24 +402,24 @@ def _be32(data: np.ndarray, at: np.ndarray) -> np.ndarray:
 def _settle(reply: bytes, pending: list[_Pending]) -> list[ReplyRow]:
     """The pending rows cut from the whole ``reply``: their columns, values and newest
     stamps in bulk, each row's cells in HBase's column order (unsigned bytes)."""
-    data = np.frombuffer(reply, np.uint8)
+    # Padded: a window of the longest short piece may pass the reply's end (``_pieces``).
+    data = np.frombuffer(reply + bytes(WINDOW_BYTES), np.uint8)
     counts = np.array([len(row.starts) for row in pending], np.int64)
     widths = np.repeat(np.array([row.column_bytes for row in pending], np.int64), counts)
     starts = np.concatenate([row.starts for row in pending])
     owner = np.repeat(np.arange(len(pending)), counts)
     at_value = starts + 4 + widths + 7
-    value_sizes = _be32(data, at_value - 4)
-    at_stamp = at_value + value_sizes + 3
-    stamps = data[at_stamp[:, None] + np.arange(8)].view(">i8").ravel()
+    value_sizes = _fixed(data, at_value - 4, 4).view(">i4").ravel().astype(np.int64)
+    stamps = _fixed(data, at_value + value_sizes + 3, 8).view(">i8").ravel()
     firsts = np.cumsum(counts) - counts
     newest = np.maximum.reduceat(stamps, firsts).tolist()
-    column_picks = _picks(starts + 4, widths)
-    order = _row_order(data[column_picks], widths, owner)
+    columns_read = _pieces(data, starts + 4, widths)
+    order = _row_order(columns_read, widths, owner)
     if order is not None:
         at_value, value_sizes, widths = at_value[order], value_sizes[order], widths[order]
-        column_picks = _picks(starts[order] + 4, widths)
-    columns = data[column_picks].tobytes()
-    values = data[_picks(at_value, value_sizes)].tobytes()
+        columns_read = _pieces(data, starts[order] + 4, widths)
+    columns = columns_read.tobytes()
+    values = _pieces(data, at_value, value_sizes).tobytes()
     value_ends = np.cumsum(value_sizes)
     column_ends = np.cumsum(widths)
     bounds = (np.cumsum(counts) - 1).tolist()
@@ -456,6 +457,27 @@ def _row_order(columns: np.ndarray, widths: np.ndarray, owner: np.ndarray
             number = (number << np.uint64(8)) | np.where(index < widths, byte, np.uint64(0))
         numbers.append(number)
     return np.lexsort((*reversed(numbers), owner))
+
+
+def _fixed(data: np.ndarray, starts: np.ndarray, size: int) -> np.ndarray:
+    """The ``size`` bytes at each of ``starts``, as rows of a grid (each a window of
+    ``data``: a gather of rows, not of bytes)."""
+    return np.lib.stride_tricks.sliding_window_view(data, size)[starts]
+
+
+def _pieces(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
+    """The pieces ``[start, start + size)`` of ``data`` one after another. Short ones (all
+    columns and single points' values) as windows of the longest, cut by a mask (``data``
+    is padded by ``WINDOW_BYTES``, so no window passes its end)."""
+    longest = int(sizes.max()) if len(sizes) else 0
+    if not longest:
+        return np.empty(0, np.uint8)
+    if longest > WINDOW_BYTES:
+        return data[_picks(starts, sizes)]
+    grid = _fixed(data, starts, longest)
+    if (sizes == longest).all():
+        return grid.ravel()
+    return grid[np.arange(longest) < sizes[:, None]]
 
 
 def _picks(starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:

@@ -217,3 +217,13 @@ def test_rollup_columns_in_bulk_in_unsigned_order() -> None:
     check(reply([row(b"r", sent), row(b"s", second_cells([(i, 1) for i in range(6)], 2))]),
           [(b"r", expected, 1),
            (b"s", [(c, v) for c, v, _ in second_cells([(i, 1) for i in range(6)], 2)], 2)])
+
+
+def test_empty_values_and_long_ones_at_the_reply_end() -> None:
+    # KeyOnlyFilter(): every value empty; then values of 0 to 20 bytes, the empty one last
+    keys_only = [(c, b"", s) for c, _, s in second_cells([(i, 1) for i in range(7)], 4)]
+    mixed = [(b"t:" + pack(">H", i << 4), bytes(range(size)), 8)
+             for i, size in enumerate((16, 20, 3, 1, 16, 0))]
+    check(reply([row(b"k", keys_only), row(b"m", mixed)]),
+          [(b"k", [(c, b"") for c, _, _ in keys_only], 4),
+           (b"m", [(c, v) for c, v, _ in mixed], 8)])
