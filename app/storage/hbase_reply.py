@@ -15,10 +15,15 @@ The layout (Thrift's binary protocol, ``Hbase.thrift``): the reply message heade
 A map entry is: i32 key length, key, then the ``TCell`` struct: ``0b 00 01`` i32 value length,
 value, ``0a 00 02`` i64 timestamp, ``00`` (23 bytes besides key and value).
 
-A row's entries are cut in runs of one length (a fresh hour's cells are all ``t:`` + 2 bytes
-and mostly one value width), each run's structural bytes all verified in numpy; an entry of
-another length starts a new run. A row in any other shape (fields out of order, extra
-fields) is decoded by thriftpy2 itself, so any valid reply is read exactly.
+A row of a few entries (a compacted row is one) is read entry by entry. A longer one's entries
+are found in bulk: every place of the bytes received where an entry of the first one's column
+width could start (its key length, then the value field's header; its timestamp field and end
+where its value length puts them) is a candidate, and the entries are the chain of candidates
+from the first, each ending where the next starts. All rows of a reply are then cut together:
+columns, values and newest stamps in a few numpy calls, each row's columns put in HBase's
+order (unsigned bytes; the gateway's map is in signed order). A row in any other shape
+(fields out of order, a ``sortedColumns`` list, columns of several widths among many) is
+decoded by thriftpy2 itself, so any valid reply is read exactly.
 """
 
 from __future__ import annotations
@@ -37,7 +42,6 @@ from app.storage.packed_cells import PackedCells
 Ends = list[int] | np.ndarray  # where each cell ends in a row's joined bytes
 _I32 = Struct(">i")
 _I64 = Struct(">q")
-_HEAD = Struct(">iiB")  # an entry: key length; at 4 + key: the value field (0b) ...
 _VERSION_1 = -2147418112  # 0x80010000 as a signed i32 (strict binary protocol)
 _CALL = _I32.pack(_VERSION_1 | TMessageType.CALL) + _I32.pack(14) + b"scannerGetList"
 _SUCCESS = b"\x0f\x00\x00\x0c"  # result field 0: a list of structs
