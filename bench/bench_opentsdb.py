@@ -267,9 +267,7 @@ def main() -> int:
         print_ratios("compacted", compacted)
     finally:
         stop_opentsdb()
-        store = HBaseStore(host, int(port_text), prefix, timeout_ms=60_000)
-        store.drop_tables()
-        store.close()
+        HBaseStore(host, int(port_text), prefix, timeout_ms=60_000).drop_tables()
     return 0
 
 

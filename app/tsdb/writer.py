@@ -225,10 +225,7 @@ class PointWriter:
                 at = index[row] = len(rows)
                 rows.append(row)
             row_of.append(at)
-        count = len(row_of)
-        put_block(CellBlock(rows, np.array(row_of, np.int64), b"".join(qualifiers),
-                            np.fromiter(map(len, qualifiers), np.int64, count),
-                            b"".join(raws), np.fromiter(map(len, raws), np.int64, count)))
+        put_block(CellBlock.of_cells(rows, row_of, qualifiers, raws))
         return rows
 
     def _stored(self, rows: Iterable[bytes]) -> None:

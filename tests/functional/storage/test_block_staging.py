@@ -9,7 +9,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from app.storage import sqlite_write
@@ -22,11 +21,8 @@ ROOT = Path(__file__).resolve().parents[3]
 
 def block(rows: list[bytes], cells: list[tuple[int, bytes, bytes]]) -> CellBlock:
     """A block of ``(row index, qualifier, value)`` cells, in this order."""
-    return CellBlock(rows, np.array([c[0] for c in cells], dtype=np.int64),
-                     b"".join(c[1] for c in cells),
-                     np.array([len(c[1]) for c in cells], dtype=np.int64),
-                     b"".join(c[2] for c in cells),
-                     np.array([len(c[2]) for c in cells], dtype=np.int64))
+    return CellBlock.of_cells(rows, [c[0] for c in cells], [c[1] for c in cells],
+                              [c[2] for c in cells])
 
 
 def staged_batches(path: Path) -> list[tuple[int, bool]]:

@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 from flask.testing import FlaskClient
 
@@ -83,11 +82,8 @@ def test_a_point_sent_again_after_its_merge_reads_as_the_newest_write(
 
 def block(rows: list[bytes], cells: list[tuple[int, bytes, bytes]]) -> CellBlock:
     """A block of ``(row index, qualifier, value)`` cells, in this order."""
-    return CellBlock(rows, np.array([c[0] for c in cells], dtype=np.int64),
-                     b"".join(c[1] for c in cells),
-                     np.array([len(c[1]) for c in cells], dtype=np.int64),
-                     b"".join(c[2] for c in cells),
-                     np.array([len(c[2]) for c in cells], dtype=np.int64))
+    return CellBlock.of_cells(rows, [c[0] for c in cells], [c[1] for c in cells],
+                              [c[2] for c in cells])
 
 
 ROW = b"\x00\x00\x01\x65\x53\xf1\x00\x00\x00\x01\x00\x00\x01"
