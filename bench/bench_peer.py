@@ -15,6 +15,7 @@ the absolute numbers are noisy, the ratios less so (both run in the same minutes
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import socket
@@ -24,10 +25,13 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
+import peer_ingest
 import requests
+from bench_ingest import prepare
 from common import ROOT, free_port, gunicorn_server
 
 from app.config import env_name, load_config
@@ -98,13 +102,29 @@ def load_pytsd(tsdb: TSDB) -> None:
         table.put_many(sorted(rows.items()))
 
 
+@dataclass
+class Peer:
+    """A running VictoriaMetrics: its HTTP API, telnet and HTTP ``put`` ports, data folder."""
+
+    url: str
+    put_port: int
+    http_put_port: int
+    data: str
+    process: subprocess.Popen[bytes]
+
+    def cpu_s(self) -> float:
+        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 @contextmanager
-def victoria_metrics() -> Iterator[tuple[str, int]]:
+def victoria_metrics() -> Iterator[Peer]:
     data = tempfile.mkdtemp(prefix="vm-bench-")
-    http_port, put_port = free_port(), free_port()
+    http_port, put_port, http_put_port = free_port(), free_port(), free_port()
     process = subprocess.Popen(
         [str(VM), f"-storageDataPath={data}", f"-httpListenAddr=127.0.0.1:{http_port}",
-         f"-opentsdbListenAddr=127.0.0.1:{put_port}", "-retentionPeriod=100y",
+         f"-opentsdbListenAddr=127.0.0.1:{put_port}",
+         f"-opentsdbHTTPListenAddr=127.0.0.1:{http_put_port}", "-retentionPeriod=100y",
          "-search.disableCache", "-loggerLevel=ERROR"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{http_port}"
@@ -116,7 +136,7 @@ def victoria_metrics() -> Iterator[tuple[str, int]]:
                 break
             except requests.RequestException:
                 time.sleep(0.2)
-        yield url, put_port
+        yield Peer(url, put_port, http_put_port, data, process)
     finally:
         process.terminate()
         process.wait(timeout=30)
@@ -250,11 +270,40 @@ def load_store(settings: dict[str, str]) -> None:
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--only", choices=("ingest", "queries"),
+                        help="one half of the comparison (default: ingest, then queries)")
+    args = parser.parse_args()
     if not VM.exists():
         print(f"skipped: no {VM.relative_to(ROOT)} (run bench/build-victoriametrics.sh)")
         return 0
     print(f"load average at start: {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores "
           "(a shared machine: figures are noisy, ratios less so)")
+    if args.only != "queries":
+        ingest()
+    if args.only != "ingest":
+        queries()
+    return 0
+
+
+def ingest() -> None:
+    db = Path(tempfile.mkdtemp(prefix="pytsd-peer-")) / "ingest.db"
+    # The last hour, whole (VictoriaMetrics hides the newest seconds from queries), left as
+    # written: compaction off, so the disk figure is the uncompacted hour's.
+    env = {"TSD_STORAGE": f"sqlite:///{db}", "TSD_CORE_AUTO_CREATE_METRICS": "true",
+           "TSD_STORAGE_ENABLE_COMPACTION": "false"}
+    prepare(env)
+    with victoria_metrics() as peer:
+        ports = peer_ingest.VmPorts(peer.url, peer.put_port, peer.http_put_port,
+                                    int(time.time()) // 3600 * 3600 - 3600)
+        points = peer_ingest.compare(env, db, ports, peer.cpu_s)
+        requests.get(peer.url + "/internal/force_flush", timeout=60)
+        time.sleep(10)  # its in-memory parts reach the disk every 5 s
+        print(f"  disk: VictoriaMetrics {peer_ingest.folder_bytes(peer.data) / points:.1f} "
+              f"B/pt, its data folder after a flush ({points:,} points)")
+
+
+def queries() -> None:
     # BENCH_PEER_DB: a store a previous run loaded (its path is printed), to skip loading.
     reuse = os.environ.get("BENCH_PEER_DB")
     db = Path(reuse) if reuse else Path(tempfile.mkdtemp(prefix="pytsd-peer-")) / "bench.db"
@@ -267,9 +316,10 @@ def main() -> int:
         time.sleep(RANGE_SETTLED_MS / 1000 + 1)
     print(f"pytsd store: {db}")
     env = {env_name(key): value for key, value in settings.items()}
-    with victoria_metrics() as (vm_url, put_port), gunicorn_server(env, workers=1) as url:
+    with victoria_metrics() as peer, gunicorn_server(env, workers=1) as url:
+        vm_url = peer.url
         started = time.perf_counter()
-        load_vm(vm_url, put_port)
+        load_vm(vm_url, peer.put_port)
         print(f"VictoriaMetrics: loaded in {time.perf_counter() - started:.1f}s")
         print(f"{'query':44} {'pytsd':>22} {'VictoriaMetrics':>18} {'ratio':>7}")
         for name, m, promql, step, start, end in CASES:
@@ -284,8 +334,6 @@ def main() -> int:
                 print(f"{name + label:44} {ours_s * 1000:9.1f} ms {points:>9,} pts "
                       f"{vm_s * 1000:9.1f} ms {vm_points:>7,} {ours_s / vm_s:6.2f}x")
         cold_rows(env, vm_url)
-    return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())
