@@ -194,18 +194,16 @@ def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
     from app.config import load_config
     from app.lineproto.parse import PutParser
     from app.storage import sqlite_write
-    from app.storage.base import PUT_BLOCK
-    from app.storage.sqlite import SqliteTable
     from app.tsdb import TSDB, writer
     from app.tsdb.points import PointBatch
     from app.tsdb.schema import create_tables
 
+    if per_point:
+        writer.BLOCK_MIN_POINTS = 10**9
     folder = tempfile.mkdtemp(prefix="pytsd-bench-")
     tsdb = TSDB(load_config({"tsd.storage": f"sqlite:///{folder}/ingest.db",
                              "tsd.core.auto_create_metrics": True}, environ={}))
     create_tables(tsdb.store, tsdb.config)
-    if per_point:  # the embedded store without its put_block ability: put_many's path
-        SqliteTable.abilities = SqliteTable.abilities - {PUT_BLOCK.name}
     point_writer = writer.PointWriter(tsdb)
     parsers = [PutParser() for _ in range(connections)]
 
