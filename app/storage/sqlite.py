@@ -36,6 +36,7 @@ from app.storage.base import (
     prefix_stop,
 )
 from app.storage.sqlite_block import fits
+from app.storage.sqlite_merge import mark_cells, split_qualified
 from app.storage.sqlite_pack import pack_qualifier, unpack, unpack_qualifier, unpacked_length
 from app.storage.sqlite_space import (
     add_packed_flag,
@@ -53,10 +54,8 @@ from app.storage.sqlite_write import (
     has_block_index,
     has_cell_staging,
     has_staged,
-    mark_cells,
     merge_staged,
     retire_cell_staging,
-    split_qualified,
 )
 
 SCHEMA = """

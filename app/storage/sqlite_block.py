@@ -10,7 +10,7 @@ each cell's row index, qualifiers and values back to back) is staged as ONE row 
 
 The merge cuts the cells back out with numpy (:func:`block_columns`: a Python step per cell
 for its row key only) and compacts them per row with the other staged cells of its step
-(``sqlite_write.MergeChunk``), in arrival order: of a cell written twice the later one
+(``sqlite_merge.MergeChunk``), in arrival order: of a cell written twice the later one
 stays, as with ``put_many``. (Until issue 26's merge compaction, a block was merged by one
 ``INSERT ... SELECT ... FROM json_each(cell_index)``: a SQL row per cell.)
 

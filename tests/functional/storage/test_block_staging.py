@@ -1,5 +1,5 @@
 """Blocks of data cells (``put_block``, sqlite_block.py): staged as one row without a Python
-object per cell, merged compacted per row (``sqlite_write.MergeChunk``)."""
+object per cell, merged compacted per row (``sqlite_merge.MergeChunk``)."""
 
 from __future__ import annotations
 

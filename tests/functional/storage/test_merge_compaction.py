@@ -1,5 +1,5 @@
 """The embedded store's merge writes a row's staged block points as one compacted cell
-(``sqlite_write.MergeChunk``): what a reader, compaction and fsck make of rows holding several
+(``sqlite_merge.MergeChunk``): what a reader, compaction and fsck make of rows holding several
 such cells, points sent again across merges, and a store an older pytsd wrote."""
 
 from __future__ import annotations
