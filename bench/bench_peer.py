@@ -31,6 +31,7 @@ from pathlib import Path
 import numpy as np
 import peer_ingest
 import requests
+from bench_hbase_put import pid_cpu_s
 from bench_ingest import prepare
 from common import ROOT, free_port, gunicorn_server
 
@@ -113,8 +114,7 @@ class Peer:
     process: subprocess.Popen[bytes]
 
     def cpu_s(self) -> float:
-        fields = Path(f"/proc/{self.process.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return pid_cpu_s(self.process.pid)
 
 
 @contextmanager
