@@ -28,20 +28,12 @@ import time
 import uuid
 from collections.abc import Callable
 
-from common import ROOT, descendants_cpu_s, gunicorn_server
+from common import ROOT, descendants_cpu_s, gunicorn_server, pid_cpu_s
 
 from app.storage.hbase import HBaseStore
 
 POINTS_PER_REQUEST = 50
 SERIES = 200  # each request: 50 of them, the next block of 50 for the next request
-TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def pid_cpu_s(pid: int) -> float:
-    """User + system CPU seconds of one process (all its threads) from /proc."""
-    with open(f"/proc/{pid}/stat") as stat:
-        fields = stat.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS
 
 
 def java_pids(main_class: str) -> list[int]:

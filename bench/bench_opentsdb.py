@@ -42,7 +42,7 @@ from pathlib import Path
 import bench_hbase_fresh as fresh
 import bench_hbase_put as put
 import requests
-from common import ROOT
+from common import ROOT, pid_cpu_s
 from serving import pytsd_server
 
 from app.storage.hbase import HBaseStore
@@ -60,7 +60,7 @@ class Processes:
         self.roles = roles
 
     def cpu_s(self) -> dict[str, float]:
-        return {role: sum(put.pid_cpu_s(pid) for pid in pids())
+        return {role: sum(pid_cpu_s(pid) for pid in pids())
                 for role, pids in self.roles.items()}
 
 

@@ -31,9 +31,8 @@ from pathlib import Path
 import numpy as np
 import peer_ingest
 import requests
-from bench_hbase_put import pid_cpu_s
 from bench_ingest import prepare
-from common import ROOT, free_port, gunicorn_server
+from common import ROOT, free_port, gunicorn_server, pid_cpu_s
 
 from app.config import env_name, load_config
 from app.storage.codec_bulk import encode_series

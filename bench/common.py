@@ -75,11 +75,17 @@ def idle_server_cpu_s(env: dict[str, str], workers: int = 2) -> float:
     return children_cpu_s() - before
 
 
+def pid_cpu_s(pid: int) -> float:
+    """User + system CPU seconds of one process (all its threads) from /proc."""
+    with open(f"/proc/{pid}/stat") as stat:
+        fields = stat.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
+
+
 def descendants_cpu_s() -> float:
     """CPU seconds (user + system) so far of this process's living descendants (Linux /proc):
     read it around one phase of a running server to get what the server burnt in that phase
     alone (``children_cpu_s`` counts only processes that have exited)."""
-    ticks = os.sysconf("SC_CLK_TCK")
     total, pending = 0.0, [os.getpid()]
     while pending:
         pid = pending.pop()
@@ -88,9 +94,7 @@ def descendants_cpu_s() -> float:
                 with open(f"/proc/{pid}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
             if pid != os.getpid():
-                with open(f"/proc/{pid}/stat") as stat:
-                    fields = stat.read().rsplit(")", 1)[1].split()
-                total += (int(fields[11]) + int(fields[12])) / ticks  # utime, stime
+                total += pid_cpu_s(pid)
         except (FileNotFoundError, ProcessLookupError):
             continue  # exited meanwhile
     return total

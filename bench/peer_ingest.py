@@ -28,6 +28,7 @@ from pathlib import Path
 import bench_hbase_put as put
 import requests
 from bench_opentsdb import send_lines
+from common import pid_cpu_s
 from serving import pytsd_server
 
 LINES_PER_BLOCK = 1000
@@ -128,7 +129,7 @@ def compare(env: dict[str, str], db: Path, peer: VmPorts, vm_cpu_s: Callable[[],
     print(f"ingest, {rounds} alternating rounds, load average {os.getloadavg()[0]:.1f}")
     with pytsd_server(env, workers=2) as server:
         def pytsd_cpu_s() -> float:
-            return sum(put.pid_cpu_s(pid) for pid in server.pids())
+            return sum(pid_cpu_s(pid) for pid in server.pids())
 
         # New series' UIDs are assigned before the clock (a point of each, to both).
         warm = [line_blocks(hour_s - 86400, 0, c, 1) for c in range(connections)]

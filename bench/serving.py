@@ -4,7 +4,6 @@ a background ``/api/version`` sampler whose p99 shows whether the server stays r
 from __future__ import annotations
 
 import multiprocessing
-import os
 import subprocess
 import tempfile
 import time
@@ -14,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import common  # noqa: F401 - puts the repository on sys.path (app, tests)
 import numpy as np
 import requests
+from common import pid_cpu_s  # also puts the repository on sys.path (app, tests)
 
 
 def demo_store() -> str:
@@ -43,15 +42,14 @@ class Server:
 
     def split_helpers_cpu_s(self) -> float:
         """CPU seconds the workers' children (their split helpers) have used so far."""
-        ticks = 0
+        total = 0.0
         for worker in self.workers():
             for helper in _children(worker):
                 try:
-                    fields = Path(f"/proc/{helper}/stat").read_text().rsplit(")", 1)[1].split()
+                    total += pid_cpu_s(helper)
                 except OSError:
-                    continue
-                ticks += int(fields[11]) + int(fields[12])  # utime, stime
-        return ticks / os.sysconf("SC_CLK_TCK")
+                    continue  # exited meanwhile
+        return total
 
     def reset_peak_rss(self) -> None:
         for pid in self.workers():
