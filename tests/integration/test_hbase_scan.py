@@ -7,8 +7,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
+import happybase  # noqa: F401  (registers Hbase_thrift)
 import pytest
+from Hbase_thrift import IllegalArgument
 
+from app.errors import StorageError
+from app.storage.hbase import HBaseTable
 from app.tsdb import TSDB
 from tests.conftest import backend_config, drop_tables, make_tsdb
 
@@ -50,3 +54,19 @@ def test_a_scan_left_early_frees_its_connection(one_connection: TSDB) -> None:
         scan.close()  # type: ignore[attr-defined]
     # Three scans left with a call in flight each, one connection: it is free again.
     assert table.row(keys(ROWS)[-1]) == {b"t:\x00\x00": b"\x01"}
+
+
+def test_a_failed_scan_call_is_a_storage_error_and_the_connection_still_works(
+        one_connection: TSDB) -> None:
+    """The gateway's IllegalArgument for a scanner it does not know, read from the raw reply
+    (``hbase_reply``), is the StorageError it was through thriftpy2; the one connection then
+    serves the next call (the reply was read to its end)."""
+    table = one_connection.data_table()
+    assert isinstance(table, HBaseTable)
+    table.put_many([(key, {b"t:\x00\x00": b"\x01"}) for key in keys(3)])
+    with pytest.raises(StorageError) as failed:
+        table.scanner_rows(2_000_000_000, 10)
+    assert isinstance(failed.value.__cause__, IllegalArgument)
+    address = table.store.address
+    assert failed.value.message == f"HBase failed to scan tsdb (Thrift server at {address})"
+    assert [key for key, _ in table.scan()] == keys(3)
