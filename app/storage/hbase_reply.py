@@ -260,7 +260,14 @@ def _fast_row(reader: ReplyReader) -> ReplyRow | _Pending | None:
     if buf[pos:pos + 3] != _ROW_FIELD:
         return None
     (key_bytes,) = _I32.unpack_from(buf, pos + 3)
-    reader.need(7 + key_bytes + 10)  # the key, the map's header and the row's end at least
+    # The key, then at least the row's end and the reply's; a columns map's header and the
+    # row's end only once its field header is there (a row may hold no map).
+    reader.need(7 + key_bytes + 2)
+    buf, pos = reader.buf, reader.pos
+    at = pos + 7 + key_bytes
+    if buf[at] != _MAP_FIELD[0]:
+        return None
+    reader.need(7 + key_bytes + 10)
     buf, pos = reader.buf, reader.pos
     key = buf[pos + 7:pos + 7 + key_bytes]
     at = pos + 7 + key_bytes
@@ -325,7 +332,11 @@ def _small_row(reader: ReplyReader, key: bytes, entries: int) -> ReplyRow | None
             return None
         length = column_bytes + value_bytes + ENTRY_BYTES
         reader.need(length)
-        buf = reader.buf
+        # need() may have moved the bytes (a new ``buf`` starts at the row): offsets taken
+        # before it point that far ahead, at a later row's bytes, which can pass every check
+        # below (rows of one shape) and move ``pos`` past rows not yet read.
+        buf, pos = reader.buf, reader.pos
+        at_value = pos + 4 + column_bytes
         at_stamp = at_value + 7 + value_bytes
         if buf[at_stamp:at_stamp + 3] != _STAMP_FIELD or buf[pos + length - 1] != 0:
             return None
@@ -507,6 +518,8 @@ def _from_cells(key: bytes, cells: list[tuple[bytes, bytes]], newest: int) -> Re
 
 def _from_thrift(result: Any) -> ReplyRow:
     """A ``TRowResult`` decoded by thriftpy2."""
-    cells = list((result.columns or {}).items())
+    # A gateway asked for sorted columns sends them as a list instead (scans never ask).
+    cells = list((result.columns or {column.columnName: column.cell
+                                     for column in result.sortedColumns or ()}).items())
     newest = max((cell.timestamp for _, cell in cells), default=0)
     return _from_cells(result.row, [(column, cell.value) for column, cell in cells], newest)
