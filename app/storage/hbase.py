@@ -173,6 +173,15 @@ class HBaseStore:
             except (TException, OSError):
                 conn.close()  # happybase then replaces the client, but leaks the old socket
                 raise
+            except BaseException:
+                # Cut short by anything else (KeyboardInterrupt, a thread's forced end, a
+                # bug): the reply may be unread on the socket or half read into the
+                # transport's buffer, and happybase would hand the connection on as it is:
+                # the next call would read this reply as its own. A new socket and transport,
+                # as happybase makes for Thrift errors.
+                conn.close()
+                conn._refresh_thrift_client()
+                raise
             conn.pytsd_last_used = time.monotonic()
 
     def call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
