@@ -358,10 +358,15 @@ def _offsets(reader: ReplyReader, entries: int, column_bytes: int) -> np.ndarray
     found: list[np.ndarray] = []  # offsets from where the row began (``reader.mark``)
     done = 0
     while done < entries:
+        # The entry's column length first: the entry's head is only asked for once it is
+        # known to be one of this width (a shorter one at the reply's end has fewer bytes).
+        reader.need(4)
+        if _I32.unpack_from(reader.buf, reader.pos)[0] != column_bytes:
+            return None
         reader.need(11 + column_bytes)
         buf, pos = reader.buf, reader.pos
         at = pos + 4 + column_bytes
-        if _I32.unpack_from(buf, pos)[0] != column_bytes or buf[at:at + 3] != _VALUE_FIELD:
+        if buf[at:at + 3] != _VALUE_FIELD:
             return None
         length = column_bytes + ENTRY_BYTES + _I32.unpack_from(buf, at + 3)[0]
         # As much of the row as it surely holds (each entry is at least ENTRY_BYTES, and the
