@@ -203,15 +203,18 @@ def read_reply(reader: ReplyReader, result_class: Any, row_class: Any) -> list[R
         failure = TApplicationException()
         failure.read(protocol)
         raise failure
-    reader.need(4)
-    if reader.buf[reader.pos:reader.pos + 4] != _SUCCESS:
+    reader.need(1)  # a result of no field is one byte: its end
+    if reader.buf[reader.pos] != _SUCCESS[0] or not _has(reader, _SUCCESS):
         result = result_class()  # an exception of HBase's, or no list
         result.read(protocol)
         if result.io is not None:
             raise result.io
         if result.ia is not None:
             raise result.ia
-        return [_from_thrift(row) for row in result.success or ()]
+        if result.success is None:  # as thriftpy2's client says it
+            raise TApplicationException(TApplicationException.MISSING_RESULT,
+                                        "scannerGetList failed: unknown result")
+        return [_from_thrift(row) for row in result.success]
     reader.pos += 4
     rows = [_row(reader, protocol, row_class) for _ in range(reader.i32())]
     reader.need(1)
@@ -224,6 +227,13 @@ def read_reply(reader: ReplyReader, result_class: Any, row_class: Any) -> list[R
         return rows  # type: ignore[return-value]  # no _Pending among them
     settled = iter(_settle(reader.whole(), pending))
     return [next(settled) if isinstance(row, _Pending) else row for row in rows]
+
+
+def _has(reader: ReplyReader, head: bytes) -> bool:
+    """The bytes at ``reader.pos`` start with ``head`` (a field of a list: its header and
+    the list's are there)."""
+    reader.need(len(head))
+    return reader.buf[reader.pos:reader.pos + len(head)] == head
 
 
 def _message_begin(reader: ReplyReader) -> int:

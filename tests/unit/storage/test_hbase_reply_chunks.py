@@ -192,6 +192,10 @@ def test_exception_replies_in_pieces(most: int) -> None:
         parsed(failure, chunked(failure, rng, most))
     empty = encoded(Hbase.scannerGetList_result(success=[]))
     assert parsed(empty, chunked(empty, rng, most)) == []
+    nothing = encoded(Hbase.scannerGetList_result())  # no field at all: thriftpy2 says so
+    with pytest.raises(TApplicationException) as missing:
+        parsed(nothing, chunked(nothing, rng, most))
+    assert missing.value.type == TApplicationException.MISSING_RESULT
 
 
 @pytest.mark.parametrize("last", [b"", b"t:", b"t:\x01"])
