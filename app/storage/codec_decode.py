@@ -50,6 +50,7 @@ from app.storage.codec_cells import (
     cell_points,
     cell_rank,
 )
+from app.storage.packed_cells import PackedCells
 
 Int64s = npt.NDArray[np.int64]
 UInt8s = npt.NDArray[np.uint8]
@@ -224,12 +225,16 @@ class _Batch:
         strictly ascending (no duplicate timestamp, whose winner is decided per cell)."""
         count = len(cells)
         width = len(prefix) + 2
-        columns = b"".join(cells)
+        if isinstance(cells, PackedCells):  # already joined as read (HBase)
+            columns, lengths = cells.joined_columns, cells.value_sizes
+        else:
+            columns = b"".join(cells)
         if len(columns) != count * width or not columns.startswith(prefix):
             return False
         grid = np.frombuffer(columns, np.uint8).reshape(count, width)
         words = (grid[:, -2].astype(np.int64) << 8) | grid[:, -1]
-        lengths = np.fromiter(map(len, cells.values()), np.int64, count)
+        if not isinstance(cells, PackedCells):
+            lengths = np.fromiter(map(len, cells.values()), np.int64, count)
         if not ((grid[:, :-2] == np.frombuffer(prefix, np.uint8)).all()
                 and int(words.max()) < MS_BYTE_FLAG << 8
                 and ((words & LENGTH_MASK) + 1 == lengths).all()
@@ -237,7 +242,8 @@ class _Batch:
             return False
         group = self.seconds
         group.quals.append(grid[:, -2:].tobytes())
-        group.vals.append(b"".join(cells.values()))
+        group.vals.append(cells.joined_values if isinstance(cells, PackedCells)
+                          else b"".join(cells.values()))
         group.rows.append(row)
         return True
 

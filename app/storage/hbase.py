@@ -43,6 +43,7 @@ from Hbase_thrift import (  # the thriftpy2 module that `import happybase` regis
     Hbase,
     Mutation,
     TAppend,
+    TRowResult,
     TScan,
 )
 from thriftpy2.thrift import TException
@@ -51,6 +52,7 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
+from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
     row_cells,
@@ -65,6 +67,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 MUTATE_ROWS_RESULT = Hbase.mutateRows_result  # read by hbase_thrift.mutate_rows
+SCANNER_GET_LIST_RESULT = Hbase.scannerGetList_result  # read by hbase_reply
 Client = Any  # thriftpy2's generated Hbase client: untyped
 Range = tuple[bytes | None, bytes | None]
 
@@ -169,6 +172,15 @@ class HBaseStore:
                 yield conn
             except (TException, OSError):
                 conn.close()  # happybase then replaces the client, but leaks the old socket
+                raise
+            except BaseException:
+                # Cut short by anything else (KeyboardInterrupt, a thread's forced end, a
+                # bug): the reply may be unread on the socket or half read into the
+                # transport's buffer, and happybase would hand the connection on as it is:
+                # the next call would read this reply as its own. A new socket and transport,
+                # as happybase makes for Thrift errors.
+                conn.close()
+                conn._refresh_thrift_client()
                 raise
             conn.pytsd_last_used = time.monotonic()
 
@@ -335,7 +347,7 @@ class HBaseTable:
         return self.store.call(f"{op} {self.name}", fn, retry)
 
     def _scanner(self, start: bytes, stop: bytes | None, columns: list[bytes], max_rows: int,
-                 filter_string: bytes | None, shape: Callable[[Any], Any] = row_cells
+                 filter_string: bytes | None, shape: Callable[[ReplyRow], Any] = row_cells
                  ) -> Scanner:
         if self.row_filter is not None:
             filter_string = (self.row_filter if filter_string is None
@@ -413,9 +425,12 @@ class HBaseTable:
         return int(self._call("scan", lambda c: c.scannerOpenWithScan(
             self.full_name, scan, {}), retry=True))
 
-    def scanner_rows(self, scanner_id: int, count: int) -> list[Any]:
-        """Thrift1 ``scannerGetList``: never repeated (it moves the scanner on)."""
-        return list(self._call("scan", lambda c: c.scannerGetList(scanner_id, count)))
+    def scanner_rows(self, scanner_id: int, count: int) -> list[ReplyRow]:
+        """Thrift1 ``scannerGetList``, its reply read as bytes (``hbase_reply``: no Python
+        object per cell); never repeated (it moves the scanner on)."""
+        return self.store.call_on_connection(
+            f"scan {self.name}", lambda connection: scanner_get_list(
+                connection.transport, scanner_id, count, SCANNER_GET_LIST_RESULT, TRowResult))
 
     def close_scanner(self, scanner_id: int) -> None:
         self._call("close a scanner of", lambda c: c.scannerClose(scanner_id))
@@ -583,10 +598,8 @@ def _prefix_filter(prefixes: Sequence[bytes]) -> bytes:
     return b"MultipleColumnPrefixFilter(" + b", ".join(map(_quoted, prefixes)) + b")"
 
 
-def _packed_row(result: Any) -> tuple[bytes, int, int, bytes, bytes]:
-    """A Thrift ``TRowResult`` as ``(row, cells, newest, qualifiers joined, values joined)``."""
-    cells = sorted(result.columns.items())
-    family_end = cells[0][0].index(b":") + 1 if cells else 0
-    return (result.row, len(cells), max((cell.timestamp for _, cell in cells), default=0),
-            b"".join([column[family_end:] for column, _ in cells]),
-            b"".join([cell.value for _, cell in cells]))
+def _packed_row(result: ReplyRow) -> tuple[bytes, int, int, bytes, bytes]:
+    """A scanned row as ``(row, cells, newest, qualifiers joined, values joined)``."""
+    family_end = result.columns.index(b":") + 1 if result.count else 0
+    return (result.row, result.count, result.newest_ms, result.qualifiers(family_end),
+            result.values)

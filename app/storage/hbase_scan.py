@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from app.errors import StorageError, StorageUnavailableError
 from app.storage import hbase_errors
 from app.storage.base import Row
+from app.storage.hbase_reply import ReplyRow
 
 log = logging.getLogger(__name__)
 
@@ -40,45 +41,34 @@ class ScannerCalls(Protocol):
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int: ...
 
-    def scanner_rows(self, scanner_id: int, count: int) -> list[Any]: ...
+    def scanner_rows(self, scanner_id: int, count: int) -> list[ReplyRow]: ...
 
     def close_scanner(self, scanner_id: int) -> None: ...
 
 
-def row_cells(result: Any) -> tuple[bytes, Row]:
-    """A Thrift ``TRowResult`` as ``(row_key, {column: value})``, in HBase's column order.
-
-    Scans ask for the ``columns`` map, not ``sortedColumns``: the map costs the client one
-    object per cell fewer (no ``TColumn``) and the gateway no sort; the gateway's map is in
-    signed byte order, so it is sorted here (HBase's order is unsigned, as Python's).
-    """
-    return result.row, {column: cell.value for column, cell in sorted(result.columns.items())}
+def row_cells(result: ReplyRow) -> tuple[bytes, Row]:
+    """A row of a ``scannerGetList`` reply as ``(row_key, {column: value})``, in HBase's
+    column order (``hbase_reply`` sorts the gateway's signed-order map)."""
+    return result.row, result.cells()
 
 
-def row_stamp(result: Any) -> tuple[bytes, int, int]:
-    """A Thrift ``TRowResult`` as ``(row_key, cells, newest write time in ms)``."""
-    cells = result.columns
-    return result.row, len(cells), max(cell.timestamp for cell in cells.values())
+def row_stamp(result: ReplyRow) -> tuple[bytes, int, int]:
+    """``(row_key, cells, newest write time in ms)``."""
+    return result.row, result.count, result.newest_ms
 
 
-def row_cells_stamped(result: Any) -> tuple[bytes, Row, int, int, int]:
-    """A Thrift ``TRowResult`` as ``(row_key, {column: value}, cells, newest write time in ms,
-    stored bytes)``: the stamp of exactly the cells returned (a row is read atomically)."""
-    cells = sorted(result.columns.items())
-    key = result.row
-    return (key, {column: cell.value for column, cell in cells}, len(cells),
-            max(cell.timestamp for _, cell in cells),
-            sum(len(key) + len(column) + len(cell.value) for column, cell in cells))
+def row_cells_stamped(result: ReplyRow) -> tuple[bytes, Row, int, int, int]:
+    """``(row_key, {column: value}, cells, newest write time in ms, stored bytes)``: the
+    stamp of exactly the cells returned (a row is read atomically)."""
+    return (result.row, result.cells(), result.count, result.newest_ms,
+            result.stored_bytes())
 
 
-def row_stamp_sized(result: Any) -> tuple[bytes, int, int, int]:
+def row_stamp_sized(result: ReplyRow) -> tuple[bytes, int, int, int]:
     """:func:`row_stamp` and the row's stored bytes, from a ``KeyOnlyFilter(true)`` scan
     (each value is its length as a 4-byte integer)."""
-    cells = result.columns
-    key_bytes = len(result.row)
-    size = sum(key_bytes + len(column) + int.from_bytes(cell.value, "big")
-               for column, cell in cells.items())
-    return result.row, len(cells), max(cell.timestamp for cell in cells.values()), size
+    size = len(result.row) * result.count + len(result.columns) + result.value_total()
+    return result.row, result.count, result.newest_ms, size
 
 
 class Scanner:
@@ -87,7 +77,7 @@ class Scanner:
 
     def __init__(self, table: ScannerCalls, start: bytes, stop: bytes | None,
                  columns: list[bytes], max_rows: int, filter_string: bytes | None,
-                 shape: Callable[[Any], Any] = row_cells,
+                 shape: Callable[[ReplyRow], Any] = row_cells,
                  prefetch: Executor | None = None) -> None:
         self.shape = shape
         self.prefetch = prefetch
@@ -109,7 +99,7 @@ class Scanner:
         except StorageError as exc:  # the gateway expires it anyway; the rows are read
             log.info("could not close an HBase scanner: %s", exc.details)
 
-    def _next(self, scanner_id: int, count: int, resume: bytes) -> tuple[int, list[Any]]:
+    def _next(self, scanner_id: int, count: int, resume: bytes) -> tuple[int, list[ReplyRow]]:
         try:
             return scanner_id, self.table.scanner_rows(scanner_id, count)
         except StorageError as exc:
@@ -119,8 +109,8 @@ class Scanner:
         scanner_id = self._open(resume)
         return scanner_id, self.table.scanner_rows(scanner_id, count)
 
-    def _resize(self, results: list[Any]) -> None:
-        cells = sum(len(result.columns) for result in results)
+    def _resize(self, results: list[ReplyRow]) -> None:
+        cells = sum(result.count for result in results)
         rows_in_budget = SCAN_CALL_CELLS * len(results) // max(cells, 1)
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
@@ -132,7 +122,7 @@ class Scanner:
             return
         scanner_id = self._open(self.start)
         reachable = True
-        pending: Future[tuple[int, list[Any]]] | None = None
+        pending: Future[tuple[int, list[ReplyRow]]] | None = None
         try:
             remaining = limit
             count = self.per_call if remaining is None else min(self.per_call, remaining)
@@ -171,9 +161,9 @@ class Scanner:
                 self._close(scanner_id)
 
     def _fetch(self, scanner_id: int, count: int, resume: bytes,
-               inline: bool = False) -> Future[tuple[int, list[Any]]]:
+               inline: bool = False) -> Future[tuple[int, list[ReplyRow]]]:
         if inline or self.prefetch is None:
-            done: Future[tuple[int, list[Any]]] = Future()
+            done: Future[tuple[int, list[ReplyRow]]] = Future()
             try:
                 done.set_result(self._next(scanner_id, count, resume))
             except StorageError as exc:
