@@ -15,6 +15,8 @@ responses carry ``Vary: Origin``.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 from flask import Response, current_app, g, request
 
 from app.api import bp
@@ -27,13 +29,18 @@ class CorsForbiddenError(TsdbError):
     code = 403
 
 
-def _domains() -> set[str] | None:
+def _domains() -> frozenset[str] | None:
     """The allowed origins, upper-cased, or None when CORS is off."""
     config = current_app.config["TSD"]
     if not config["tsd.http.request.enable_cors"]:
         return None
-    domains = config["tsd.http.request.cors_domains"] or ""
-    return {d.strip().upper() for d in domains.split(",") if d.strip()}
+    return _parse_domains(config["tsd.http.request.cors_domains"] or "")
+
+
+@lru_cache(maxsize=8)
+def _parse_domains(domains: str) -> frozenset[str]:
+    """The setting's list, parsed once (every request reads it)."""
+    return frozenset(d.strip().upper() for d in domains.split(",") if d.strip())
 
 
 def same_origin(origin: str) -> bool:
@@ -48,7 +55,8 @@ def _check_origin() -> Response | None:
     if not request.path.startswith("/api"):
         return None
     domains = _domains()
-    origin = request.headers.get("Origin", "")
+    # request.headers' value, without an exception when it is absent (API clients).
+    origin = request.environ.get("HTTP_ORIGIN", "")
     if request.method != "OPTIONS" and (domains is None or not origin or same_origin(origin)):
         return None  # browsers send Origin on same-origin POSTs too: the UI's own writes
     if domains is None or not origin:
@@ -73,7 +81,7 @@ def _add_headers(response: Response) -> Response:
     origin = g.get("cors_origin")
     if origin:
         config = current_app.config["TSD"]
-        listed = origin.upper() in (_domains() or set())
+        listed = origin.upper() in (_domains() or frozenset())
         # `*` lets any page read answers, so never with credentials (a hostile page would
         # read with the victim's login): only an origin listed by name gets those.
         response.headers["Access-Control-Allow-Origin"] = origin if listed else "*"

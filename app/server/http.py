@@ -20,6 +20,7 @@ from app.query.budget import CLIENT_GONE
 from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
 from app.server.settings import ServerLimits, is_heavy
+from app.server.simple_http import encode_reply, parse_head
 from app.server.streams import drain, read_block
 from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
 
@@ -79,7 +80,7 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
             parsed, buffer = await _read_request(conn, buffer, ctx)
             if parsed is None:
                 return  # the client went away mid-request: nobody to answer
-            request, parser = parsed
+            request, framing = parsed
         except HttpError as exc:
             SERVER_REFUSED.labels(str(exc.code)).inc()
             answer = error_response(exc.code, exc.message, exc.details)
@@ -90,7 +91,7 @@ async def serve_http(conn: Connection, buffer: bytes, ctx: Context) -> None:
         started = time.perf_counter()
         try:
             reply = await _dispatch(conn, request, ctx)
-            keep_alive = await _write_reply(conn, parser, request, reply, ctx)
+            keep_alive = await _write_reply(conn, framing, request, reply, ctx)
         finally:
             ctx.budget.give(len(request.body))
         ctx.access(conn.peer[0], request, reply.status, len(reply.body),
@@ -130,10 +131,29 @@ async def _wait_first_byte(conn: Connection, timeout_s: float) -> bytes:
         conn.idle = False
 
 
+class PlainHead:
+    """A request read without h11 (app/server/simple_http.py): its head, kept to hand the
+    request to h11 after all when its answer is not the plain shape."""
+
+    def __init__(self, head: bytes) -> None:
+        self.head = head
+
+    def parser(self, body: bytes) -> h11.Connection:
+        """An h11 parser that has read this request, ready for its answer."""
+        parser = h11.Connection(h11.SERVER, max_incomplete_event_size=len(self.head) + 1)
+        parser.receive_data(self.head + body)
+        while parser.next_event() is not h11.NEED_DATA and parser.their_state is not h11.DONE:
+            pass
+        return parser
+
+
+Framing = h11.Connection | PlainHead
+
+
 async def _read_request(
     conn: Connection, buffer: bytes, ctx: Context
-) -> tuple[tuple[Request, h11.Connection] | None, bytes]:
-    """The next complete request and the parser that frames its response, and the bytes after it.
+) -> tuple[tuple[Request, Framing] | None, bytes]:
+    """The next complete request and what frames its response, and the bytes after it.
 
     The body's bytes are taken from ``ctx.budget``; the caller gives them back when done.
     """
@@ -144,6 +164,17 @@ async def _read_request(
         if not data:
             return None, b""
         buffer += data
+    plain = parse_head(buffer[:end])
+    if plain is not None:
+        if plain.content_length > limits.max_body_bytes:
+            raise HttpError(413, "Request Entity Too Large",
+                            f"The body is {plain.content_length} bytes; "
+                            f"the limit is {limits.max_body_bytes}")
+        body, rest = await _read_plain_body(conn, buffer[end:], plain.content_length, limits,
+                                            ctx.budget)
+        request = Request(plain.method.decode("ascii"), plain.target, "1.1", plain.headers,
+                          body)
+        return (request, PlainHead(buffer[:end])), rest
     parser = h11.Connection(h11.SERVER, max_incomplete_event_size=end + 1)
     parser.receive_data(buffer)
     event = _next_event(parser)
@@ -222,6 +253,32 @@ async def _read_chunks(conn: Connection, parser: h11.Connection, limits: ServerL
             raise ConnectionResetError("closed mid-body")
 
 
+async def _read_plain_body(conn: Connection, data: bytes, length: int, limits: ServerLimits,
+                           budget: BodyBudget) -> tuple[bytes, bytes]:
+    """A Content-Length body, as h11 reads it (its deadline, budget and errors), and the
+    bytes after it."""
+    chunks: list[bytes] = []
+    have = 0
+    try:
+        deadline = time.monotonic() + limits.body_timeout_s
+        while True:
+            part = data[:length - have]
+            if part:
+                budget.take(len(part))
+                chunks.append(part)
+                have += len(part)
+            if have == length:
+                return b"".join(chunks), data[len(part):]
+            data = await _read(conn, deadline, "body", limits.body_timeout_s)
+            if not data:
+                raise HttpError(400, "Bad Request",
+                                "peer closed connection without sending complete message body "
+                                f"(received {have} bytes, expected {length})")
+    except BaseException:
+        budget.give(have)
+        raise
+
+
 async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) -> bytes:
     remaining = deadline - time.monotonic()
     try:
@@ -272,9 +329,17 @@ class ClientWatch:
             self._timer = None
 
 
-async def _write_reply(conn: Connection, parser: h11.Connection, request: Request,
+async def _write_reply(conn: Connection, framing: Framing, request: Request,
                        reply: Reply, ctx: Context) -> bool:
     """Write ``reply``; return whether the connection stays open for another request."""
+    if isinstance(framing, PlainHead):
+        if not ctx.closing and request.method != "HEAD":
+            data = encode_reply(reply.status, reply.reason, reply.headers, reply.body)
+            if data is not None:
+                return await _send(conn, data, ctx.limits)
+        parser = framing.parser(request.body)
+    else:
+        parser = framing
     headers = [(name.encode("latin-1"), value.encode("latin-1"))
                for name, value in reply.headers]
     if ctx.closing:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gzip
+import io
 import json
 from collections.abc import Callable
 from typing import Any
@@ -143,3 +144,47 @@ def test_security_headers(client: FlaskClient) -> None:
     assert "unsafe-inline" not in page_csp
     assert client.get("/api/version").headers["Content-Security-Policy"].startswith(
         "default-src 'none'")
+
+
+def test_every_answer_carries_each_security_header_once(client: FlaskClient) -> None:
+    """The API's answers (a put's 204 and its 400 included), and the pages', each with the
+    four headers, once each."""
+    api = {"X-Content-Type-Options": "nosniff", "X-Frame-Options": "DENY",
+           "Referrer-Policy": "same-origin",
+           "Content-Security-Policy": "default-src 'none'; frame-ancestors 'none'"}
+    for response in (client.post("/api/put", json=POINT), client.post("/api/put", json=[]),
+                     client.get("/api/version"), client.get("/plugin/nope")):
+        for name, value in api.items():
+            assert response.headers.getlist(name) == [value], (response.status_code, name)
+    page = client.get("/annotations")
+    assert page.headers.getlist("Referrer-Policy") == ["same-origin"]
+    assert page.headers.getlist("Content-Security-Policy") == [
+        "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'self'; "
+        "form-action 'self'; frame-ancestors 'none'"]
+
+
+def test_a_views_own_security_header_is_kept(
+        make_client: Callable[[dict[str, Any]], FlaskClient]) -> None:
+    """A view (a plugin's page, say) that sets one of the headers keeps its value, in any
+    letter case; the others are still added."""
+    client = make_client({})
+
+    def framed() -> Any:
+        return "ok", 200, {"content-security-policy": "default-src 'self'",
+                           "X-Frame-Options": "SAMEORIGIN"}
+
+    client.application.add_url_rule("/api/test/framed", "test_framed", framed)
+    response = client.get("/api/test/framed")
+    assert response.headers.getlist("Content-Security-Policy") == ["default-src 'self'"]
+    assert response.headers.getlist("X-Frame-Options") == ["SAMEORIGIN"]
+    assert response.headers.getlist("X-Content-Type-Options") == ["nosniff"]
+    assert response.headers.getlist("Referrer-Policy") == ["same-origin"]
+
+
+def test_a_chunked_form_body_cannot_write(client: FlaskClient) -> None:
+    """A chunked body has no Content-Length: it is checked for its type all the same."""
+    response = client.post("/api/put", input_stream=io.BytesIO(json.dumps(POINT).encode()),
+                           headers={"Transfer-Encoding": "chunked",
+                                    "Content-Type": "text/plain"})
+    assert response.status_code == 415
+    assert points(client) == []
