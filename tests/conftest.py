@@ -23,7 +23,7 @@ from flask.testing import FlaskClient
 from app import create_app
 from app.config import load_config
 from app.meta.tree_builder import attach_tree_processing
-from app.tsdb import TSDB, hour_cache
+from app.tsdb import TSDB, hour_cache, writer
 from app.tsdb.schema import create_tables
 
 ROOT = Path(__file__).resolve().parent
@@ -173,6 +173,15 @@ def settled(monkeypatch: pytest.MonkeyPatch) -> None:
     do their ranges (30 s)."""
     real = hour_cache.clock_ms
     monkeypatch.setattr(hour_cache, "clock_ms", lambda: real() + 60_000)
+
+
+@pytest.fixture
+def single_cells(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Writers in this process put every batch through ``put_many``, a cell per point as
+    OpenTSDB writes them (and as on HBase), instead of the embedded store's blocks, whose
+    points its merge writes as one compacted cell per row: for tests that need rows of
+    uncompacted single cells (compaction, the sweep, fsck, caches on a cell change)."""
+    monkeypatch.setattr(writer, "BLOCK_MIN_POINTS", 2**62)
 
 
 @pytest.fixture

@@ -291,7 +291,8 @@ class CellBlock:
     @classmethod
     def of_cells(cls, rows: Sequence[bytes], row_of: Sequence[int],
                  qualifiers: Sequence[bytes], values: Sequence[bytes]) -> CellBlock:
-        """A block from each cell's row index, qualifier and value, given one by one."""
+        """A block from each cell's row index, qualifier and value (a batch too small for
+        numpy's fixed cost per call)."""
         count = len(row_of)
         return cls(rows, np.array(row_of, np.int64), b"".join(qualifiers),
                    np.fromiter(map(len, qualifiers), np.int64, count), b"".join(values),

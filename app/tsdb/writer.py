@@ -43,10 +43,12 @@ __all__ = ["DataPoint", "PointBatch", "PointWriter", "parse_point", "parse_times
            "parse_value", "parse_value_text"]
 
 VECTOR_MIN_POINTS = 128  # batches at least this big are encoded with numpy
-# Batches at least this big go to a store that takes blocks (``put_block``) as one: no Python
-# object per cell on the way. Below it numpy's fixed cost per call is the larger: a block of
-# 50 points cost as much as the per-point path (docs/performance.md).
-BLOCK_MIN_POINTS = VECTOR_MIN_POINTS
+# Batches at least this big go to a store that takes blocks (``put_block``) as one: every batch,
+# so the embedded store's merge writes each row's points of a merge step as ONE compacted cell
+# (sqlite_merge.MergeChunk), /api/put's 50-point bodies included (encoded point by point below
+# VECTOR_MIN_POINTS). Below it, batches go through ``put_many`` and stay single cells, as on
+# HBase (what tests of compaction set up: tests/conftest.py ``single_cells``).
+BLOCK_MIN_POINTS = 1
 MAX_TEMPLATES = 200_000  # series whose row-key template a process keeps (then starts over)
 Cell = tuple[bytes, bytes, bytes]
 APPEND_COLUMN = b"t:" + codec.APPEND_QUALIFIER
@@ -163,8 +165,10 @@ class PointWriter:
                 and self.tsdb.tsuid_tracker is None:
             table = able(self.tsdb.data_table(), PUT_BLOCK)
             if table is not None:
-                self._stored(self._block_rows(series_of, timestamps, values, templates,
-                                              batch.wide_floats, table.put_block))
+                encode = self._block_rows if len(series_of) >= VECTOR_MIN_POINTS \
+                    else self._small_block_rows
+                self._stored(encode(series_of, timestamps, values, templates,
+                                    batch.wide_floats, table.put_block))
                 return
         bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
         if len(self._rows) > MAX_TEMPLATES:
@@ -203,6 +207,32 @@ class PointWriter:
                 for pair in pairs.tolist()]
         put_block(CellBlock(rows, row_of.reshape(-1), columns.qualifiers,
                             columns.qualifier_lengths, columns.values, columns.value_lengths))
+        return rows
+
+    def _small_block_rows(self, series_of: Sequence[object], timestamps: Sequence[int],
+                          values: Sequence[Value], templates: Mapping[object, bytes],
+                          wide_floats: bool, put_block: Callable[[CellBlock], None]
+                          ) -> list[bytes]:
+        """:meth:`_block_rows` for a batch too small for numpy's fixed cost per call (an
+        ``/api/put`` body of 50 points): encoded point by point, still staged as one block, so
+        the merge writes its rows' points as compacted cells (app/storage/sqlite_write.py)."""
+        bases, qualifiers, raws = encode_cells(timestamps, values, wide_floats)
+        if len(self._rows) > MAX_TEMPLATES:
+            self._rows = {}
+        known_rows, row_for = self._rows, self.row_for
+        index: dict[bytes, int] = {}
+        rows: list[bytes] = []
+        row_of: list[int] = []
+        for key, base in zip(series_of, bases):
+            row = known_rows.get((key, base))
+            if row is None:
+                row = known_rows[(key, base)] = row_for(templates[key], base)
+            at = index.get(row)
+            if at is None:
+                at = index[row] = len(rows)
+                rows.append(row)
+            row_of.append(at)
+        put_block(CellBlock.of_cells(rows, row_of, qualifiers, raws))
         return rows
 
     def _stored(self, rows: Iterable[bytes]) -> None:

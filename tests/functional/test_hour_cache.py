@@ -97,12 +97,13 @@ def test_a_query_delete_is_seen(tsd_config: dict[str, Any], tsdb: TSDB,
     assert dps(loaded) == expected(kept)
 
 
-def test_compaction_is_seen_and_changes_nothing(tsdb: TSDB, loaded: FlaskClient) -> None:
+def test_compaction_is_seen_and_changes_nothing(single_cells: None, tsdb: TSDB,
+                                                loaded: FlaskClient) -> None:
     cache = cache_for(tsdb)
     assert cache is not None
-    # A point more per hour, as a single cell (a small batch): the embedded store's merge
-    # already wrote the loaded block as one compacted cell per row, which leaves compaction
-    # nothing to do; with these, every row has cells to merge.
+    # Every point a single cell (single_cells: as OpenTSDB writes them; the embedded store's
+    # merge would write a block's points of a row as one compacted cell, which leaves
+    # compaction nothing to do), and a point more per hour: every row has cells to merge.
     extra = [(BASE_S + hour * HOUR_S + 30, 7) for hour in range(3)]
     write(tsdb, extra)
     dps(loaded)

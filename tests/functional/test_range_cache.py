@@ -158,10 +158,11 @@ def test_a_deleted_row_is_seen(tsdb: TSDB, loaded: FlaskClient) -> None:
     assert sum(map(len, seen.values())) == 3 * HOURS * 60 - 60
 
 
-def test_a_compaction_is_seen_and_changes_nothing(tsdb: TSDB,
+def test_a_compaction_is_seen_and_changes_nothing(single_cells: None, tsdb: TSDB,
                                                   loaded: FlaskClient) -> None:
-    # A point more as a single cell (a small batch): the embedded store's merge already
-    # wrote the loaded blocks as one compacted cell per row, which leaves compaction nothing.
+    # Every point a single cell (single_cells: as OpenTSDB writes them; the embedded store's
+    # merge would write a block's points of a row as one compacted cell, which leaves
+    # compaction nothing to do), and a point more.
     write(tsdb, [(BASE_S + 30, 5)], "a")
     before = dashboard(tsdb, loaded)
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)

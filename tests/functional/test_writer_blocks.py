@@ -1,5 +1,6 @@
-"""A batch big enough to be written as one block (the embedded store's ``put_block``; the
-other backends get ``put_many``) stores OpenTSDB's single cells, byte for byte."""
+"""A batch is written as one block where the store takes blocks (the embedded store's
+``put_block``: encoded by numpy from ``VECTOR_MIN_POINTS`` points, point by point below; the
+other backends get ``put_many``) and stores OpenTSDB's cells, byte for byte."""
 
 from __future__ import annotations
 
@@ -7,7 +8,7 @@ from app.errors import BadRequestError
 from app.storage.sqlite import SqliteStore
 from app.tsdb import TSDB
 from app.tsdb.points import PointBatch
-from app.tsdb.writer import BLOCK_MIN_POINTS, PointWriter
+from app.tsdb.writer import VECTOR_MIN_POINTS, PointWriter
 
 T0 = 1356998400  # 2013-01-01 00:00:00 UTC, an hour boundary
 
@@ -23,11 +24,11 @@ def test_a_block_batch_stores_each_points_single_cell(tsdb: TSDB) -> None:
     points = [(a, T0, 1), (a, T0 + 1, 300), (a, T0 + 2, -70000), (a, T0 + 3, 1.5),
               (a, T0 + 4, 2**40), (a, T0 * 1000 + 5500, 7), (a, T0 + 3600, 9),
               (a, T0, 2)]  # the same timestamp again: the later value is stored
-    points += [(b, T0 + 10 * i, i % 100) for i in range(BLOCK_MIN_POINTS)]
+    points += [(b, T0 + 10 * i, i % 100) for i in range(VECTOR_MIN_POINTS)]
     for key, timestamp, value in points:
         batch.add(key, "m", (("host", key[1][5:]),), timestamp, value)
     batch.reject(BadRequestError("refused"))  # a bad line: stores nothing
-    assert len(batch) > BLOCK_MIN_POINTS
+    assert len(batch) > VECTOR_MIN_POINTS
     assert PointWriter(tsdb).write_batch(batch) == len(points)
     if isinstance(tsdb.store, SqliteStore):  # staged as one block, not cell by cell
         assert tsdb.store.connection().execute(
@@ -39,7 +40,7 @@ def test_a_block_batch_stores_each_points_single_cell(tsdb: TSDB) -> None:
                      b"t:\xf0\x05\x5f\x00": b"\x07"},
         row(T0 + 3600, 1): {b"t:\x00\x00": b"\x09"},
         row(T0, 2): {b"t:" + (160 * i).to_bytes(2, "big"): bytes([i % 100])
-                     for i in range(BLOCK_MIN_POINTS)},
+                     for i in range(VECTOR_MIN_POINTS)},
     }
     if isinstance(tsdb.store, SqliteStore):
         # The embedded store's merge compacts a block's points per row (sqlite_write
@@ -50,6 +51,27 @@ def test_a_block_batch_stores_each_points_single_cell(tsdb: TSDB) -> None:
                 b"\x02\x01\x2c\xff\xfe\xee\x90\x3f\xc0\x00\x00\x00\x00\x01\x00\x00\x00\x00\x00"
                 b"\x07\x01"}  # the last byte: seconds and milliseconds mixed
         expected[row(T0, 2)] = {
-            b"t:" + b"".join((160 * i).to_bytes(2, "big") for i in range(BLOCK_MIN_POINTS)):
-                bytes([i % 100 for i in range(BLOCK_MIN_POINTS)]) + b"\x00"}
+            b"t:" + b"".join((160 * i).to_bytes(2, "big") for i in range(VECTOR_MIN_POINTS)):
+                bytes([i % 100 for i in range(VECTOR_MIN_POINTS)]) + b"\x00"}
+    assert dict(tsdb.data_table().scan()) == expected
+
+
+def test_small_batches_are_blocks_too_and_merge_into_one_column(tsdb: TSDB) -> None:
+    # /api/put's usual body is small: point by point encoded, still one staged block, so the
+    # merge writes each row's points of every block as one compacted column.
+    a, b = ("m", "host=a"), ("m", "host=b")
+    for points in ([(a, T0, 1), (a, T0 + 1, 300), (b, T0, 1.5)], [(a, T0 + 2, -70000)]):
+        batch = PointBatch()
+        for key, timestamp, value in points:
+            batch.add(key, "m", (("host", key[1][5:]),), timestamp, value)
+        assert PointWriter(tsdb).write_batch(batch) == len(points)
+    expected = {
+        row(T0, 1): {b"t:\x00\x00": b"\x01", b"t:\x00\x11": b"\x01\x2c",
+                     b"t:\x00\x23": b"\xff\xfe\xee\x90"},
+        row(T0, 2): {b"t:\x00\x0b": b"\x3f\xc0\x00\x00"},
+    }
+    if isinstance(tsdb.store, SqliteStore):
+        assert tsdb.store.connection().execute(
+            "SELECT count(*) FROM staged_batches WHERE cell_index IS NOT NULL").fetchone() == (2,)
+        expected[row(T0, 1)] = {b"t:\x00\x00\x00\x11\x00\x23": b"\x01\x01\x2c\xff\xfe\xee\x90\x00"}
     assert dict(tsdb.data_table().scan()) == expected

@@ -29,6 +29,9 @@ SETTINGS = {"tsd.storage.compaction.sweep.interval_s": INTERVAL_S,
 ROW = bytes.fromhex("00000150473EC0000001000001")
 # 1 at +0 s, 2 at +10 s: OpenTSDB's compacted column (qualifiers, values, meta byte 0x00)
 COMPACTED = {b"t:" + bytes.fromhex("000000A0"): bytes.fromhex("010200")}
+# The sweep compacts rows of single cells as OpenTSDB writes them; the embedded store's
+# writer would otherwise hand its batches over as blocks, merged into a compacted cell.
+pytestmark = pytest.mark.usefixtures("single_cells")
 
 
 def write(tsdb: TSDB, hosts: list[str], hours: list[int]) -> None:
