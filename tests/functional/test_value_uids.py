@@ -112,6 +112,10 @@ def test_a_gap_is_forgotten_after_a_while(named: TSDB) -> None:
     assert first is not None and list(first.gaps) == [int.from_bytes(taken, "big")]
     later = value_names.names(named, now=1000.0 + value_names.GAP_WAIT_S + 1)
     assert later is not None and not later.gaps
+    # read whole again (renames elsewhere): the burned UID is not asked for again
+    again = value_names.names(named, now=1000.0 + value_names.REREAD_AFTER_S + 1)
+    assert again is not None and again is not later and not again.gaps
+    assert sorted(again.names) == ["db01", "dc1", "web01", "web02", "web10"]
 
 
 def test_a_rename_here_is_seen_at_once(named: TSDB) -> None:

@@ -66,6 +66,10 @@ class Names:
     names: list[str | None] = field(default_factory=list)
     gaps: dict[int, float] = field(default_factory=dict)  # UID -> when first seen empty
     memos: dict[tuple[tuple[str, str], ...], Memo] = field(default_factory=dict)
+    # When read whole again: the ``high`` and ``gaps`` read before. A UID at or below that
+    # high found empty now and not a gap then was burned long ago (or deleted): asking for it
+    # again at every refresh would cost a look-up per burned UID for GAP_WAIT_S.
+    before: tuple[int, dict[int, float]] = (0, {})
 
     def add(self, uid: bytes, raw: bytes) -> None:
         try:
@@ -96,7 +100,8 @@ def names(tsdb: TSDB, now: float | None = None) -> Names | None:
     kept = _NAMES.get(tsdb)
     if (kept is None or kept.renamed != tsdb.tagv.renamed
             or now - kept.read_at > REREAD_AFTER_S):
-        kept = Names(tsdb.layout.tagv_width, now, tsdb.tagv.renamed)
+        kept = Names(tsdb.layout.tagv_width, now, tsdb.tagv.renamed,
+                     before=(kept.high, kept.gaps) if kept is not None else (0, {}))
     try:
         _refresh(tsdb, kept, now)
     except TooMany:
@@ -127,9 +132,11 @@ def _refresh(tsdb: TSDB, kept: Names, now: float) -> None:
         found.add(int.from_bytes(uid, "big"))
         if len(kept.names) > MAX_NAMES:
             raise TooMany
+    high_before, gaps_before = kept.before
     for gap in range(kept.high + 1, max_id + 1):
-        if gap not in found:
-            kept.gaps[gap] = now
+        if gap not in found and (gap > high_before or gap in gaps_before):
+            kept.gaps[gap] = gaps_before.get(gap, now)
+    kept.before = (0, {})
     if len(kept.gaps) > MAX_GAPS:
         raise TooMany
     kept.high = max_id
