@@ -75,6 +75,17 @@ def test_a_key_matching_more_values_than_a_regexp_takes_is_left_to_the_reader(
     assert resolved[x].literal_uids == frozenset({named.tagv.get_id("db01")})
 
 
+def test_a_query_tests_a_bounded_number_of_names(
+        named: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(value_uids, "MATCH_PER_QUERY", 3)
+    filters, constraints = constraints_of(named, "m{host=regexp(^web0)}")
+    # 5 names: 3 tested by the first query (left to the reader), the other 2 by the next
+    assert value_uids.with_value_uids(named, filters, constraints) == constraints
+    uid = named.tagv.get_id
+    assert value_uids.with_value_uids(named, filters, constraints)[0].literal_uids == \
+        frozenset({uid("web01"), uid("web02")})
+
+
 def test_values_created_after_a_read_are_found_by_the_next_query(named: TSDB) -> None:
     filters, constraints = constraints_of(named, "m{host=regexp(^web0)}")
     uid = named.tagv.get_id
