@@ -86,6 +86,32 @@ def test_a_query_tests_a_bounded_number_of_names(
         frozenset({uid("web01"), uid("web02")})
 
 
+def test_a_large_table_is_read_over_several_queries(
+        named: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(value_names, "READ_PER_QUERY", 2)
+    filters, constraints = constraints_of(named, "m{host=regexp(^web0)}")
+    assert value_uids.with_value_uids(named, filters, constraints) == constraints  # 2 of 5
+    assert value_uids.with_value_uids(named, filters, constraints) == constraints  # 4 of 5
+    uid = named.tagv.get_id
+    assert value_uids.with_value_uids(named, filters, constraints)[0].literal_uids == \
+        frozenset({uid("web01"), uid("web02")})
+
+
+def test_names_read_whole_again_serve_the_old_ones_meanwhile(
+        named: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    first = value_names.names(named, now=1000.0)
+    assert first is not None
+    monkeypatch.setattr(value_names, "READ_PER_QUERY", 2)
+    named.tagv.get_or_create_id("web08")
+    reread_s = 1000.0 + value_names.REREAD_AFTER_S + 1
+    for _ in range(2):  # 6 names, 2 a query: the old ones (kept up to date) meanwhile
+        served = value_names.names(named, now=reread_s)
+        assert served is first and "web08" in served.names
+    again = value_names.names(named, now=reread_s)
+    assert again is not None and again is not first
+    assert sorted(again.names) == ["db01", "dc1", "web01", "web02", "web08", "web10"]
+
+
 def test_values_created_after_a_read_are_found_by_the_next_query(named: TSDB) -> None:
     filters, constraints = constraints_of(named, "m{host=regexp(^web0)}")
     uid = named.tagv.get_id

@@ -11,10 +11,14 @@ only rows it may miss anyway. A gap still empty ``GAP_WAIT_S`` after it was firs
 burned UID (a lost race, a failed write: the writer's own timeout gave up on it long before,
 so no forward mapping will ever name it) and is no longer asked for.
 
+Time: a query reads at most ``READ_PER_QUERY`` reverse rows, so a large table's first read
+spreads over queries, which leave the value filters to the reader until it is complete.
+
 Renames change a name in place: one in this process (``UniqueId.renamed``) drops the names,
-read whole at the next refresh; one in another process (pytsd or a Java TSD) is seen at the
-latest ``REREAD_AFTER_S`` later, when the names are read whole again. Until then a query
-filters on the old name, as the UID caches of every TSD in the fleet do.
+read whole again from the next query; one in another process (pytsd or a Java TSD) is seen
+once the names are read whole again, ``REREAD_AFTER_S`` after the last whole read (the old
+names, kept up to date, serve meanwhile). Until then a query filters on the old name, as the
+UID caches of every TSD in the fleet do.
 
 Memory: a name costs its ``str`` (49 bytes + 1 a character when ASCII), a list slot (8) and
 its UID (``tagv_width`` bytes): about 70 bytes for a 12-character name, so ``MAX_NAMES``
@@ -35,6 +39,9 @@ from app.tsdb import TSDB
 # Past this many tag values (or this many gaps) the names are not kept (the memory bound).
 MAX_NAMES = 1_000_000
 MAX_GAPS = 100_000
+# Reverse rows a query reads at most (a whole read of a large table spreads over queries,
+# which leave the value filters to the reader meanwhile).
+READ_PER_QUERY = 100_000
 # A gap (UID at or below MAXID without a reverse row) is a burned UID after this long.
 GAP_WAIT_S = 600.0
 # The names are read whole again after this long, to see other processes' renames.
@@ -70,6 +77,7 @@ class Names:
     # high found empty now and not a gap then was burned long ago (or deleted): asking for it
     # again at every refresh would cost a look-up per burned UID for GAP_WAIT_S.
     before: tuple[int, dict[int, float]] = (0, {})
+    complete: bool = False  # every UID up to MAXID when last refreshed read (or a gap)
 
     def add(self, uid: bytes, raw: bytes) -> None:
         try:
@@ -87,28 +95,47 @@ class TooMany(Exception):
     """More tag values (or gaps) than kept."""
 
 
-_NAMES: weakref.WeakKeyDictionary[TSDB, Names | None] = weakref.WeakKeyDictionary()
+@dataclass
+class Kept:
+    """One TSDB's names: ``current`` is served once complete; ``building`` is being read
+    whole (a rename elsewhere may have changed any name) and replaces it when complete."""
+
+    current: Names | None = None
+    building: Names | None = None
+
+
+_KEPT: weakref.WeakKeyDictionary[TSDB, Kept | None] = weakref.WeakKeyDictionary()
 LOCK = threading.Lock()  # held while the names are read or matched (value_uids)
 
 
 def names(tsdb: TSDB, now: float | None = None) -> Names | None:
     """``tsdb``'s tag values, brought up to date (call with ``LOCK`` held); None past the
-    bounds (remembered for the process: tag values only grow)."""
+    bounds (remembered for the process: tag values only grow) or while they are not all
+    read yet (``READ_PER_QUERY`` a query)."""
     now = time.monotonic() if now is None else now
-    if tsdb in _NAMES and _NAMES[tsdb] is None:
+    if tsdb in _KEPT and _KEPT[tsdb] is None:
         return None
-    kept = _NAMES.get(tsdb)
-    if (kept is None or kept.renamed != tsdb.tagv.renamed
-            or now - kept.read_at > REREAD_AFTER_S):
-        kept = Names(tsdb.layout.tagv_width, now, tsdb.tagv.renamed,
-                     before=(kept.high, kept.gaps) if kept is not None else (0, {}))
+    kept = _KEPT.get(tsdb) or Kept()
+    renamed = tsdb.tagv.renamed
+    if kept.current is not None and kept.current.renamed != renamed:
+        kept.current = None  # renamed here: no name kept may be served any more
+    if kept.building is not None and kept.building.renamed != renamed:
+        kept.building = None
+    current = kept.current
+    if kept.building is None and (current is None or now - current.read_at > REREAD_AFTER_S):
+        kept.building = Names(tsdb.layout.tagv_width, now, renamed,
+                              before=(current.high, current.gaps) if current else (0, {}))
     try:
-        _refresh(tsdb, kept, now)
+        for read in (current, kept.building):
+            if read is not None:
+                _refresh(tsdb, read, now)
     except TooMany:
-        _NAMES[tsdb] = None
+        _KEPT[tsdb] = None
         return None
-    _NAMES[tsdb] = kept
-    return kept
+    if kept.building is not None and kept.building.complete:
+        kept.current, kept.building = kept.building, None
+    _KEPT[tsdb] = kept
+    return kept.current if kept.current is not None and kept.current.complete else None
 
 
 def _refresh(tsdb: TSDB, kept: Names, now: float) -> None:
@@ -117,11 +144,13 @@ def _refresh(tsdb: TSDB, kept: Names, now: float) -> None:
     table = tsdb.uid_table()
     width = kept.width
     _fill_gaps(table, kept, now)
-    if max_id <= kept.high:
+    kept.complete = max_id <= kept.high
+    if kept.complete:
         return
     if max_id - kept.high > MAX_NAMES + MAX_GAPS or max_id >= 1 << (8 * width):
         raise TooMany
     found: set[int] = set()
+    high, read = max_id, 0
     for uid, cells in table.scan(row_start=(kept.high + 1).to_bytes(width, "big"),
                                  row_stop=max_id.to_bytes(width, "big") + b"\x00",
                                  columns=[TAGV_NAME_COLUMN], batch_size=4096):
@@ -130,16 +159,26 @@ def _refresh(tsdb: TSDB, kept: Names, now: float) -> None:
             continue  # a forward row whose name sorts among the UIDs
         kept.add(uid, raw)
         found.add(int.from_bytes(uid, "big"))
+        read += 1
         if len(kept.names) > MAX_NAMES:
             raise TooMany
+        if read >= READ_PER_QUERY:
+            high = int.from_bytes(uid, "big")  # the rest by the next query
+            break
+    _add_gaps(kept, range(kept.high + 1, high + 1), found, now)
+    kept.high = high
+    kept.complete = high == max_id
+    if kept.complete:
+        kept.before = (0, {})
+
+
+def _add_gaps(kept: Names, scanned: range, found: set[int], now: float) -> None:
     high_before, gaps_before = kept.before
-    for gap in range(kept.high + 1, max_id + 1):
+    for gap in scanned:
         if gap not in found and (gap > high_before or gap in gaps_before):
             kept.gaps[gap] = gaps_before.get(gap, now)
-    kept.before = (0, {})
     if len(kept.gaps) > MAX_GAPS:
         raise TooMany
-    kept.high = max_id
 
 
 def _fill_gaps(table: Table, kept: Names, now: float) -> None:
@@ -154,9 +193,3 @@ def _fill_gaps(table: Table, kept: Names, now: float) -> None:
             del kept.gaps[int.from_bytes(uid, "big")]
     for gap in [g for g, seen in kept.gaps.items() if now - seen > GAP_WAIT_S]:
         del kept.gaps[gap]
-
-
-def forget(tsdb: TSDB) -> None:
-    """Drop ``tsdb``'s names (tests)."""
-    with LOCK:
-        _NAMES.pop(tsdb, None)
