@@ -223,3 +223,21 @@ def test_a_regexp_only_for_a_table_that_can_narrow(named: TSDB) -> None:
 def test_no_regexp_when_only_keys_must_be_present(named: TSDB) -> None:
     filters, constraints = constraints_of(named, "m{dc=*}{host=not_key()}")
     assert value_uids.scan_regex(named, named.data_table(), filters, constraints) is None
+
+
+def test_a_series_of_a_value_created_after_a_query_is_in_the_next(tsdb: TSDB) -> None:
+    def write(host: str, value: int) -> None:
+        assert not any(PointWriter(tsdb).write([DataPoint("m", BASE_S, value, {"host": host})]))
+
+    def hosts() -> dict[str, Any]:
+        response = client.get(f"/api/query?start={BASE_S}&end={BASE_S + 60}"
+                              "&m=sum:m{host=regexp(^web)}")
+        assert response.status_code == 200, response.get_data(as_text=True)
+        return {r["tags"]["host"]: r["dps"] for r in response.get_json()}
+
+    client = app_over(tsdb).test_client()
+    write("web01", 1)
+    write("db01", 2)
+    assert hosts() == {"web01": {str(BASE_S): 1}}
+    write("web02", 3)  # a tag value UID above every one read so far
+    assert hosts() == {"web01": {str(BASE_S): 1}, "web02": {str(BASE_S): 3}}
