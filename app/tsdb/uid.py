@@ -123,6 +123,9 @@ class UniqueId:
         # nothing (a race lost to another process, or a damaged reverse row).
         self.ids_created = 0
         self.ids_burned = 0
+        # Renames done by this process: the tag value names read for value filters
+        # (app.tsdb.read.value_names) are read whole again when it moves.
+        self.renamed = 0
 
     def _column(self, family: bytes) -> bytes:
         return family + b":" + self._qualifier
@@ -308,6 +311,7 @@ class UniqueId:
         with self._lock:
             self._by_name.pop(old_name, None)
             self._remember(new_name, uid)
+            self.renamed += 1
         table.delete(old_name.encode("utf-8"), [self._column(ID_FAMILY)])
 
     def suggest(self, prefix: str, limit: int, deadline: Deadline = NO_DEADLINE) -> list[str]:

@@ -1,33 +1,30 @@
 """The row-key regexp of a sub-query's scan (``key_regex``), with the value filters (regexp,
-wildcard, not_literal_or, ...) resolved to the UIDs of the tag values they match when the
-tag values are few: then the region servers drop the other series' rows for those too.
+wildcard, not_literal_or, ...) resolved to the UIDs of the tag values they match: then the
+region servers drop the other series' rows for those too.
 
-The names come from the reverse rows of ``tsdb-uid`` (UID -> name), where the reader's own
-name test (``RowReader.names``) gets them, so a value the regexp lists is exactly one whose
-series that test keeps. A tag value created after this scan is not listed: every row of its
-series is written after the UID was assigned, so after this read began, and a read may miss
-what is written while it runs (as it would have without the regexp). The regexp is built
-once for every read's plan (``plan``), never kept.
+The names come from the reverse rows of ``tsdb-uid`` (UID -> name, ``value_names``: kept per
+process, read incrementally), where the reader's own name test (``RowReader.names``) gets
+them, so a value the regexp lists is exactly one whose series that test keeps. A tag value
+created after the names were brought up to date is not listed: every row of its series is
+written after its reverse row, so after this read began, and a read may miss what is
+written while it runs (as it would have without the regexp). A key whose filters match more
+values than a row-key regexp takes (``MAX_REGEX_LITERALS``) is left to the reader. The
+regexp is built once for every read's plan (``plan``), never kept.
 """
 
 from __future__ import annotations
 
-import weakref
 from collections.abc import Sequence
 
 from app.query.filters import TagFilter, merge_filters
 from app.storage.base import ROW_REGEX, Table, able
 from app.tsdb import TSDB
-from app.tsdb.read.key_regex import row_key_regex
+from app.tsdb.read import value_names
+from app.tsdb.read.key_regex import MAX_REGEX_LITERALS, row_key_regex
 from app.tsdb.read.keys import UidConstraint
 
-# Read at most this many tag values (reverse rows) to resolve value filters; past it the
-# value filters are left to the reader (one more scan of a large UID table costs more than
-# it may save).
-MAX_TAG_VALUES = 1024
-TAGV_NAME_COLUMN = b"name:tagv"
-# The TSDBs whose UID table held too many tag values when last asked.
-_TOO_MANY: weakref.WeakKeyDictionary[TSDB, bool] = weakref.WeakKeyDictionary()
+# Names a query tests against its value filters at most (~2 us each: 0.2 s).
+MATCH_PER_QUERY = 100_000
 
 
 def scan_regex(tsdb: TSDB, table: Table, filters: Sequence[TagFilter],
@@ -55,36 +52,41 @@ def with_value_uids(tsdb: TSDB, filters: Sequence[TagFilter],
                  if uid.literal_uids is None and not uid.excluded and key.post_filters]
     if not open_keys or len(merged) != len(constraints):
         return list(constraints)
-    names = tag_value_names(tsdb)
-    if names is None:
-        return list(constraints)
     resolved = list(constraints)
-    for i in open_keys:
-        tests = merged[i].post_filters
-        resolved[i] = UidConstraint(constraints[i].tagk_uid, False, frozenset(
-            uid for uid, name in names
-            if name is None or all(test.matches(name) for test in tests)))
+    with value_names.LOCK:
+        names = value_names.names(tsdb)
+        if names is None:
+            return resolved
+        for i in open_keys:
+            uids = matching_uids(names, merged[i].post_filters)
+            if uids is not None:
+                resolved[i] = UidConstraint(constraints[i].tagk_uid, False, uids)
     return resolved
 
 
-def tag_value_names(tsdb: TSDB) -> list[tuple[bytes, str | None]] | None:
-    """``(uid, name)`` of every tag value (name None: not UTF-8, then it is kept whatever the
-    filters), or None when there are more than ``MAX_TAG_VALUES`` (remembered for the
-    process: tag values only grow, so such a UID table is not scanned again)."""
-    if tsdb in _TOO_MANY:
+def matching_uids(names: value_names.Names, tests: Sequence[TagFilter]
+                  ) -> frozenset[bytes] | None:
+    """The UIDs of the names every one of ``tests`` matches (and of the names not UTF-8), or
+    None when more than a row-key regexp takes, or when the names are not all tested yet.
+    Kept per filter text, so a query tests only the names added since; at most
+    ``MATCH_PER_QUERY`` per query (the rest by the next ones: the time a query spends on it
+    is bounded, and a repeated filter is resolved after a few queries)."""
+    key = tuple((type(test).__name__, test.filter) for test in tests)
+    memo = names.memos.get(key)
+    if memo is None:
+        if len(names.memos) >= value_names.MAX_MEMOS:
+            names.memos.clear()
+        memo = names.memos[key] = value_names.Memo()
+    total = len(names.names)
+    stop = min(total, memo.checked + MATCH_PER_QUERY)
+    if memo.uids is not None and memo.checked < stop:
+        kept: Sequence[int] = range(memo.checked, stop)
+        for test in tests:  # one comprehension per test: a name costs one call, ~2 us
+            kept = [i for i in kept if (name := names.names[i]) is None or test.matches(name)]
+        memo.uids.update(names.uid(i) for i in kept)
+        if len(memo.uids) > MAX_REGEX_LITERALS:
+            memo.uids = None
+    memo.checked = stop
+    if memo.uids is None or stop < total:
         return None
-    rows = list(tsdb.uid_table().scan(columns=[TAGV_NAME_COLUMN], limit=MAX_TAG_VALUES + 1,
-                                      batch_size=MAX_TAG_VALUES + 1))
-    if len(rows) > MAX_TAG_VALUES:
-        _TOO_MANY[tsdb] = True
-        return None
-    width = tsdb.layout.tagv_width
-    found: list[tuple[bytes, str | None]] = []
-    for uid, cells in rows:
-        name = cells.get(TAGV_NAME_COLUMN)
-        if name is not None and len(uid) == width:
-            try:
-                found.append((uid, name.decode("utf-8")))
-            except UnicodeDecodeError:
-                found.append((uid, None))
-    return found
+    return frozenset(memo.uids)
