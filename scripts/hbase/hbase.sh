@@ -155,6 +155,13 @@ role_pid() {
     echo "$pid"
 }
 
+# Started and not exited: the launched process, not role_pid's marker, since until setsid has
+# exec'd the JVM (a moment on a loaded machine) its command line is the shell's.
+launched_alive() {
+    local f; f=$(pid_file "$1")
+    [[ -f $f ]] && kill -0 "$(cat "$f")" 2>/dev/null
+}
+
 launch() {
     local role=$1 heap=$2; shift 2
     local -a opts; mapfile -t opts < <(jvm_opts "$role")
@@ -216,7 +223,7 @@ wait_ready() {
     local started=$1 deadline_s=$2 role
     while :; do
         for role in master thrift; do
-            role_pid "$role" >/dev/null || { echo "hbase: $role exited during startup" >&2; return 1; }
+            launched_alive "$role" || { echo "hbase: $role exited during startup" >&2; return 1; }
         done
         if "$PYTHON" "$HERE/smoke.py" "$BIND_HOST" "$THRIFT_PORT" --deadline 1 >/dev/null 2>&1; then
             return 0
@@ -310,7 +317,7 @@ cmd_gateway() {
             launch "$role" "$THRIFT_HEAP" org.apache.hadoop.hbase.thrift.ThriftServer \
                 -b "$THRIFT_BIND" -p "$port" "${THRIFT_OPTS[@]}" start
             until "$PYTHON" "$HERE/smoke.py" "$BIND_HOST" "$port" --deadline 1 >/dev/null 2>&1; do
-                role_pid "$role" >/dev/null || { tail -n 40 "$LOGS/$role.out" >&2; die "gateway exited"; }
+                launched_alive "$role" || { tail -n 40 "$LOGS/$role.out" >&2; die "gateway exited"; }
                 awk -v s="$(elapsed_since "$started")" -v d="$START_TIMEOUT_S" 'BEGIN { exit !(s >= d) }' \
                     && { stop_role "$role" >&2; die "no round trip on port $port"; }
                 sleep 1

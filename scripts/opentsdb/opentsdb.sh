@@ -163,9 +163,12 @@ round_trip() {
 }
 
 wait_ready() {
-    local started=$1
+    local started=$1 launched; launched=$(cat "$PID_FILE")
     while :; do
-        tsd_pid >/dev/null || { echo "opentsdb: the TSD exited during startup" >&2; return 1; }
+        # The launched process, not tsd_pid's marker: until setsid has exec'd the JVM (a
+        # moment on a loaded machine) its command line is the shell's, without the marker.
+        kill -0 "$launched" 2>/dev/null \
+            || { echo "opentsdb: the TSD exited during startup" >&2; return 1; }
         round_trip && return 0
         if awk -v s="$(elapsed_since "$started")" -v d="$START_TIMEOUT_S" 'BEGIN { exit !(s >= d) }'; then
             echo "opentsdb: no round trip within ${START_TIMEOUT_S}s" >&2; return 1
