@@ -166,10 +166,7 @@ async def _read_request(
         buffer += data
     plain = parse_head(buffer[:end])
     if plain is not None:
-        if plain.content_length > limits.max_body_bytes:
-            raise HttpError(413, "Request Entity Too Large",
-                            f"The body is {plain.content_length} bytes; "
-                            f"the limit is {limits.max_body_bytes}")
+        _check_announced(plain.content_length, limits.max_body_bytes)
         body, rest = await _read_plain_body(conn, buffer[end:], plain.content_length, limits,
                                             ctx.budget)
         request = Request(plain.method.decode("ascii"), plain.target, "1.1", plain.headers,
@@ -208,10 +205,16 @@ def _check_length(event: h11.Request, max_body_bytes: int) -> ChunkSizes | None:
         raise HttpError(400, "Bad Request",
                         "Content-Length and Transfer-Encoding must not both be sent")
     for name, value in event.headers:
-        if name == b"content-length" and int(value) > max_body_bytes:
-            raise HttpError(413, "Request Entity Too Large",
-                            f"The body is {int(value)} bytes; the limit is {max_body_bytes}")
+        if name == b"content-length":
+            _check_announced(int(value), max_body_bytes)
     return ChunkSizes(max_body_bytes) if b"transfer-encoding" in names else None
+
+
+def _check_announced(length: int, max_body_bytes: int) -> None:
+    """Refuse a body whose announced length (``Content-Length``) is over the limit."""
+    if length > max_body_bytes:
+        raise HttpError(413, "Request Entity Too Large",
+                        f"The body is {length} bytes; the limit is {max_body_bytes}")
 
 
 async def _read_body(conn: Connection, parser: h11.Connection, limits: ServerLimits,
