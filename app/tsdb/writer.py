@@ -171,15 +171,11 @@ class PointWriter:
                                     batch.wide_floats, table.put_block))
                 return
         bases, qualifiers, raws = _encode(timestamps, values, batch.wide_floats)
-        if len(self._rows) > MAX_TEMPLATES:
-            self._rows = {}
-        known_rows, row_for, appends = self._rows, self.row_for, self.appends
+        appends = self.appends
         # row key -> its cells (two keys of one series share the row: its key is the same)
         rows: dict[bytes, dict[bytes, bytes]] = {}
-        for key, base, qualifier, raw in zip(series_of, bases, qualifiers, raws):
-            row = known_rows.get((key, base))
-            if row is None:
-                row = known_rows[(key, base)] = row_for(templates[key], base)
+        for row, qualifier, raw in zip(self._point_rows(series_of, bases, templates),
+                                       qualifiers, raws):
             cells = rows.get(row)
             if cells is None:
                 cells = rows[row] = {}
@@ -217,16 +213,10 @@ class PointWriter:
         ``/api/put`` body of 50 points): encoded point by point, still staged as one block, so
         the merge writes its rows' points as compacted cells (app/storage/sqlite_write.py)."""
         bases, qualifiers, raws = encode_cells(timestamps, values, wide_floats)
-        if len(self._rows) > MAX_TEMPLATES:
-            self._rows = {}
-        known_rows, row_for = self._rows, self.row_for
         index: dict[bytes, int] = {}
         rows: list[bytes] = []
         row_of: list[int] = []
-        for key, base in zip(series_of, bases):
-            row = known_rows.get((key, base))
-            if row is None:
-                row = known_rows[(key, base)] = row_for(templates[key], base)
+        for row in self._point_rows(series_of, bases, templates):
             at = index.get(row)
             if at is None:
                 at = index[row] = len(rows)
@@ -234,6 +224,21 @@ class PointWriter:
             row_of.append(at)
         put_block(CellBlock.of_cells(rows, row_of, qualifiers, raws))
         return rows
+
+    def _point_rows(self, series_of: Sequence[object], bases: Sequence[int],
+                    templates: Mapping[object, bytes]) -> list[bytes]:
+        """Each point's row key, from the keys this writer made before (up to
+        ``MAX_TEMPLATES``, then it starts over)."""
+        if len(self._rows) > MAX_TEMPLATES:
+            self._rows = {}
+        known_rows, row_for = self._rows, self.row_for
+        keys = []
+        for key, base in zip(series_of, bases):
+            row = known_rows.get((key, base))
+            if row is None:
+                row = known_rows[(key, base)] = row_for(templates[key], base)
+            keys.append(row)
+        return keys
 
     def _stored(self, rows: Iterable[bytes]) -> None:
         """What follows a write of single cells to ``rows`` (as :meth:`store_rows` does)."""
