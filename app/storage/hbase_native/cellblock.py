@@ -5,8 +5,10 @@ bytes), the value's length (4 bytes), the key = row length (2 bytes), row, famil
 byte), family, qualifier, timestamp (8 bytes), type (1 byte); then the value. All integers are
 big-endian. ``ScanResponse.cells_per_result`` says how many cells each row has.
 
-Only the cells' offsets are found one by one (each cell's length says where the next starts);
-columns (``family:qualifier``), values and timestamps are gathered for all cells at once.
+Only the cells' offsets are found one by one (each cell's length says where the next starts:
+~0.4 µs a cell; finding them in bulk from every place that reads as a cell measured no
+faster); columns (``family:qualifier``), values and timestamps are gathered for all cells at
+once.
 """
 
 from __future__ import annotations
