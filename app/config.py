@@ -76,6 +76,22 @@ SETTINGS: dict[str, Setting] = {
         "as OpenTSDB's scans do), so rows of series the filters exclude are not sent "
         "through the Thrift gateway. The answers are the same either way.",
     ),
+    "tsd.storage.hbase.scan_rpc": Setting(
+        "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
+        "pytsd: how data-table scans read HBase: `thrift` (through the Thrift1 gateway) or "
+        "`native` (HBase's own RPC to the region servers, found through ZooKeeper: "
+        "`tsd.storage.hbase.zk_quorum`; cells come back as cell blocks, not a Thrift object "
+        "each). Writes and other tables stay on Thrift.",
+    ),
+    "tsd.storage.hbase.zk_quorum": Setting(
+        "localhost", str,
+        "ZooKeeper quorum of the HBase cluster (`host[:port]`, comma separated; port 2181 "
+        "unless given). pytsd reads it only with `tsd.storage.hbase.scan_rpc=native`, "
+        "from the first server that answers.",
+    ),
+    "tsd.storage.hbase.zk_basedir": Setting(
+        "/hbase", str, "HBase's znode in ZooKeeper (`zookeeper.znode.parent`).",
+    ),
     "tsd.storage.hbase.compression": Setting(
         "GZ", lambda text: _compression(text),
         "pytsd: COMPRESSION of the column families `pytsd create-tables` makes "

@@ -5,7 +5,7 @@ the median wall time, this process's CPU, and the CPU the HBase JVMs burnt meanw
 master JVM, which holds the region server, and the Thrift gateway; their pid files are in
 ``<hbase dir>/run``), and checks both read the same rows.
 
-    python bench/bench_hbase_native.py [--hbase HOST:PORT] [--zk HOST:PORT]
+    python bench/bench_hbase_native.py [--hbase HOST:PORT] [--zk HOST[:PORT]]
         [--hbase-dir DIR] [--runs N]
 """
 
@@ -40,20 +40,20 @@ def _pid(hbase_dir: Path, name: str) -> int | None:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
-    parser.add_argument("--zk", default=None, help="ZooKeeper HOST:PORT (default HOST:2181)")
+    parser.add_argument("--zk", default=None,
+                        help="ZooKeeper quorum (default: HBase's host, port 2181)")
     parser.add_argument("--hbase-dir", default=str(Path(__file__).resolve().parent.parent
                                                    / ".hbase"))
     parser.add_argument("--runs", type=int, default=7)
     args = parser.parse_args()
     host, _, port = args.hbase.rpartition(":")
-    zk_host, _, zk_port = (args.zk or f"{host}:2181").rpartition(":")
     pids = {name: _pid(Path(args.hbase_dir), name) for name in ("master", "thrift")}
     prefix = f"native{uuid.uuid4().hex[:8]}_"
     hour_s = int(time.time()) // 3600 * 3600 - 3600
     config = {"tsd.storage": f"hbase://{args.hbase}", "tsd.storage.hbase.table_prefix": prefix,
               "tsd.storage.hbase.timeout_ms": 60_000, "tsd.core.auto_create_metrics": True}
     store = HBaseStore(host, int(port), prefix, timeout_ms=60_000, writers=0)
-    native = NativeClient(zk_host, int(zk_port), timeout_s=60)
+    native = NativeClient(args.zk or host, timeout_s=60)
     try:
         print(f"stored {load(config, hour_s):,} points, one cell each")
         table = store.table("tsdb")

@@ -52,9 +52,13 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
+from app.storage.hbase_native import filters as native_filters
+from app.storage.hbase_native.calls import NativeScannerCalls
+from app.storage.hbase_native.client import NativeClient
 from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
+    ScannerCalls,
     row_cells,
     row_cells_stamped,
     row_stamp,
@@ -110,8 +114,12 @@ class HBaseStore:
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,
-                 scan_filters: bool = True) -> None:
+                 scan_filters: bool = True, native: NativeClient | None = None,
+                 native_tables: frozenset[str] = frozenset()) -> None:
         self.host = host
+        # HBase's native RPC for the scans of these tables (``tsd.storage.hbase.scan_rpc``).
+        self.native = native
+        self.native_tables = native_tables
         # Whether tables offer ``with_row_regex`` (tag filters narrowed on the region servers).
         self.scan_filters = scan_filters
         self.port = port
@@ -143,10 +151,16 @@ class HBaseStore:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
+        native = None
+        if config["tsd.storage.hbase.scan_rpc"] == "native":
+            native = NativeClient(config["tsd.storage.hbase.zk_quorum"],
+                                  config["tsd.storage.hbase.zk_basedir"],
+                                  config["tsd.storage.hbase.timeout_ms"] / 1000)
         return cls(host, int(port), config["tsd.storage.hbase.table_prefix"],
                    config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
                    config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"],
-                   config["tsd.storage.hbase.scan_filters"])
+                   config["tsd.storage.hbase.scan_filters"], native,
+                   frozenset({config["tsd.storage.hbase.data_table"]}))
 
     # ------------------------------------------------------------ connections
 
@@ -326,6 +340,8 @@ class HBaseStore:
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.close()
             self._pool, self._executor, self._prefetch = None, None, None
+        if self.native is not None:
+            self.native.close()
 
 
 class HBaseTable:
@@ -342,6 +358,7 @@ class HBaseTable:
         self.full_name = store.full_name(name)
         # ANDed to every scan's filter: what ``with_row_regex`` sets.
         self.row_filter: bytes | None = None
+        self.native = store.native if name in store.native_tables else None
 
     def _call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
         return self.store.call(f"{op} {self.name}", fn, retry)
@@ -352,8 +369,19 @@ class HBaseTable:
         if self.row_filter is not None:
             filter_string = (self.row_filter if filter_string is None
                              else filter_string + b" AND " + self.row_filter)
-        return Scanner(self, start, stop, columns, max_rows, filter_string, shape,
-                       self.store.prefetcher())
+        return Scanner(self._scanner_calls(filter_string), start, stop, columns, max_rows,
+                       filter_string, shape, self.store.prefetcher())
+
+    def _scanner_calls(self, filter_string: bytes | None) -> ScannerCalls:
+        """Thrift's scanner calls, or the native client's when it is on for this table and
+        expresses the filter (``hbase_native.filters``; any other stays on Thrift)."""
+        if self.native is None:
+            return self
+        try:
+            native_filter = native_filters.from_filter_string(filter_string)
+        except native_filters.Unsupported:
+            return self
+        return NativeScannerCalls(self.native, self.name, self.full_name, native_filter)
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         found = self._call("get row of", lambda c: c.getRowWithColumns(

@@ -26,11 +26,13 @@ T = TypeVar("T")
 
 
 class NativeClient:
-    """HBase's native RPC client for scans, from the ZooKeeper quorum's first server."""
+    """HBase's native RPC client for scans, from a ZooKeeper quorum (``host[:port],...``)."""
 
-    def __init__(self, zk_host: str, zk_port: int, zk_basedir: str = "/hbase",
+    def __init__(self, zk_quorum: str, zk_basedir: str = "/hbase",
                  timeout_s: float = 10.0) -> None:
-        self.zk_host, self.zk_port, self.zk_basedir = zk_host, zk_port, zk_basedir
+        self.zk_quorum = zk_quorum
+        self.zk_servers = zk.parse_quorum(zk_quorum)
+        self.zk_basedir = zk_basedir
         self.timeout_s = timeout_s
         self._lock = threading.Lock()
         self._idle: dict[str, list[Connection]] = {}
@@ -101,8 +103,7 @@ class NativeClient:
                        "in hbase:meta (table missing?)")
 
     def _read_meta(self, table: bytes) -> list[Region]:
-        host, port = zk.meta_server(self.zk_host, self.zk_port, self.zk_basedir,
-                                    self.timeout_s)
+        host, port = zk.meta_server(self.zk_servers, self.zk_basedir, self.timeout_s)
         meta = Region(META_REGION, b"", b"", f"{host}:{port}")
         # Meta rows are "table,start,id.encoded.", ordered by hbase:meta's own comparator
         # (table, then start key, then id): HBase's client reads a table's rows from

@@ -16,11 +16,27 @@ def region_specifier(region_name: bytes) -> bytes:
     return wire.field_varint(1, REGION_NAME) + wire.field_bytes(2, region_name)
 
 
-def scan(start: bytes, stop: bytes | None, families: list[bytes], filter_message: bytes | None,
+def columns_message(columns: list[bytes]) -> bytes:
+    """Thrift-style columns (``family`` or ``family:qualifier``) as ``Scan.column`` fields
+    (``Column``: family 1, qualifier 2), one per family; a whole family wins."""
+    qualifiers: dict[bytes, list[bytes] | None] = {}
+    for column in columns:
+        family, colon, qualifier = column.partition(b":")
+        known = qualifiers.setdefault(family, [])
+        if not colon or known is None:
+            qualifiers[family] = None
+        else:
+            known.append(qualifier)
+    return b"".join(wire.field_bytes(1, wire.field_bytes(1, family) + b"".join(
+        wire.field_bytes(2, qualifier) for qualifier in chosen or ()))
+        for family, chosen in qualifiers.items())
+
+
+def scan(start: bytes, stop: bytes | None, columns: list[bytes], filter_message: bytes | None,
          caching: int) -> bytes:
-    """A ``Scan``: column 1 (``Column``: family 1), start_row 3, stop_row 4, filter 5,
-    caching 17, allow_partial_results 18 (off: whole rows)."""
-    out = b"".join(wire.field_bytes(1, wire.field_bytes(1, family)) for family in families)
+    """A ``Scan``: column 1, start_row 3, stop_row 4, filter 5, caching 17,
+    allow_partial_results 18 (off: whole rows)."""
+    out = columns_message(columns)
     out += wire.field_bytes(3, start)
     if stop:
         out += wire.field_bytes(4, stop)

@@ -61,13 +61,14 @@ def connection_header(service: str = "ClientService") -> bytes:
 class Connection:
     """A socket to one server (``host:port``), set up for ``ClientService`` calls."""
 
-    def __init__(self, host: str, port: int, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, timeout_s: float,
+                 service: str = "ClientService") -> None:
         self.address = f"{host}:{port}"
         self.timeout_s = timeout_s
         self.sock: socket.socket | None = socket.create_connection((host, port),
                                                                    timeout=timeout_s)
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        header = connection_header()
+        header = connection_header(service)
         self.sock.sendall(PREAMBLE + _LENGTH.pack(len(header)) + header)
         self.next_call_id = 0
 

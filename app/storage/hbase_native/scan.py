@@ -34,12 +34,12 @@ class RegionScanner:
     """One server-side scanner over ``[start, stop)`` within one region."""
 
     def __init__(self, call: Call, region: Region, start: bytes, stop: bytes | None,
-                 families: list[bytes], filter_message: bytes | None) -> None:
+                 columns: list[bytes], filter_message: bytes | None) -> None:
         self.call = call
         self.region = region
         self.start = start
         self.stop = stop
-        self.families = families
+        self.columns = columns
         self.filter_message = filter_message
         self.scanner_id: int | None = None
         self.call_seq = 0
@@ -50,7 +50,7 @@ class RegionScanner:
             raise RpcError(f"region {self.region.name!r} is not assigned to a server",
                            "NotServingRegionException")
         if self.scanner_id is None:
-            scan = messages.scan(max(self.start, self.region.start), self.stop, self.families,
+            scan = messages.scan(max(self.start, self.region.start), self.stop, self.columns,
                                  self.filter_message, count)
             request = messages.open_request(self.region.name, scan, count)
         else:
@@ -78,9 +78,9 @@ class RegionScanner:
 
 
 def region_rows(call: Call, region: Region, start: bytes, stop: bytes | None,
-                families: list[bytes], rows_per_call: int) -> list[ReplyRow]:
+                columns: list[bytes], rows_per_call: int) -> list[ReplyRow]:
     """All rows of ``[start, stop)`` in one region (small reads: ``hbase:meta``)."""
-    scanner = RegionScanner(call, region, start, stop, families, None)
+    scanner = RegionScanner(call, region, start, stop, columns, None)
     out: list[ReplyRow] = []
     try:
         while not scanner.done:
@@ -102,11 +102,11 @@ class TableScan:
     """``[start, stop)`` of a table across its regions, read ``count`` rows at a time."""
 
     def __init__(self, locator: Locator, table: bytes, start: bytes, stop: bytes | None,
-                 families: list[bytes], filter_message: bytes | None) -> None:
+                 columns: list[bytes], filter_message: bytes | None) -> None:
         self.locator = locator
         self.table = table
         self.stop = stop or None
-        self.families = families
+        self.columns = columns
         self.filter_message = filter_message
         self.resume = start  # the smallest key not read yet
         self.region: RegionScanner | None = None
@@ -114,7 +114,7 @@ class TableScan:
 
     def _open(self, refresh: bool) -> RegionScanner:
         region = self.locator.region_of(self.table, self.resume, refresh)
-        return RegionScanner(self.locator.call, region, self.resume, self.stop, self.families,
+        return RegionScanner(self.locator.call, region, self.resume, self.stop, self.columns,
                              self.filter_message)
 
     def rows(self, count: int) -> list[ReplyRow]:

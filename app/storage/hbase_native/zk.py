@@ -74,10 +74,37 @@ def get_data(host: str, port: int, path: str, timeout_s: float) -> bytes:
         return data
 
 
-def meta_server(host: str, port: int, basedir: str, timeout_s: float) -> tuple[str, int]:
-    """``(host, port)`` of the region server holding ``hbase:meta``."""
+DEFAULT_PORT = 2181
+
+
+def parse_quorum(quorum: str) -> list[tuple[str, int]]:
+    """``host[:port],...`` (OpenTSDB's ``tsd.storage.hbase.zk_quorum``) as ``(host, port)``s."""
+    servers: list[tuple[str, int]] = []
+    for part in quorum.split(","):
+        part = part.strip()
+        if not part:
+            continue
+        host, colon, port = part.rpartition(":")
+        if not colon or not port.isdigit():
+            host, port = part, str(DEFAULT_PORT)
+        servers.append((host, int(port)))
+    if not servers:
+        raise ZooKeeperError(f"no ZooKeeper server in {quorum!r}")
+    return servers
+
+
+def meta_server(servers: list[tuple[str, int]], basedir: str,
+                timeout_s: float) -> tuple[str, int]:
+    """``(host, port)`` of the region server holding ``hbase:meta``, from the first
+    ZooKeeper server that answers."""
     path = basedir.rstrip("/") + "/meta-region-server"
-    return parse_meta_region_server(get_data(host, port, path, timeout_s))
+    failures: list[str] = []
+    for host, port in servers:
+        try:
+            return parse_meta_region_server(get_data(host, port, path, timeout_s))
+        except OSError as exc:
+            failures.append(f"{host}:{port}: {exc}")
+    raise ZooKeeperError("no ZooKeeper server said where hbase:meta is: " + "; ".join(failures))
 
 
 def parse_meta_region_server(data: bytes) -> tuple[str, int]:
