@@ -47,6 +47,15 @@ def hbase_address() -> str | None:
     return address
 
 
+def hbase_zk_quorum() -> str | None:
+    """The test HBase's ZooKeeper (``TSD_TEST_HBASE_ZK``, default: ``TSD_TEST_HBASE``'s host,
+    port 2181), for the native scan client (``tsd.storage.hbase.scan_rpc=native``)."""
+    address = hbase_address()
+    if not address:
+        return None
+    return os.environ.get("TSD_TEST_HBASE_ZK") or address.rpartition(":")[0] + ":2181"
+
+
 class HBaseTableSets:
     """Table prefixes reused across tests. Creating and dropping OpenTSDB's four tables on
     HBase costs ~5 s per test; clearing the rows of a recycled set costs ~30 ms."""
