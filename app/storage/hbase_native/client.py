@@ -1,28 +1,26 @@
-"""The native scan client: pooled connections per region server, a table's regions read from
-``hbase:meta`` (whose server ZooKeeper names), and scans of a key range region by region.
+"""The native scan client: pooled connections per region server and a table's regions read from
+``hbase:meta`` (whose server ZooKeeper names); ``scan.TableScan`` reads a key range with them.
 
 Connections are pooled per server and process (a forked worker opens its own); each call
 borrows one, so any thread may scan. A region not served where ``hbase:meta`` said
 (``NotServingRegionException``, ``RegionMovedException``, a region still opening) makes the
-table's regions be read again, once per call; a second failure is an error.
+table's regions be read again, once per batch (``scan.TableScan``); a second failure is an
+error.
 """
 
 from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable
-from typing import TypeVar
 
 from app.storage.hbase_native import messages, zk
 from app.storage.hbase_native.messages import Region
 from app.storage.hbase_native.rpc import Connection, RpcError
-from app.storage.hbase_native.scan import RELOCATE, region_rows
+from app.storage.hbase_native.scan import region_rows
 
 META_REGION = b"hbase:meta,,1"
 META_ROWS_PER_CALL = 1000
 IDLE_PER_SERVER = 8
-T = TypeVar("T")
 
 
 class NativeClient:
@@ -121,14 +119,3 @@ class NativeClient:
                 found.append(Region(row.row, start, end,
                                     cells.get(b"info:server", b"").decode()))
         return sorted(found, key=lambda region: region.start)
-
-    def with_relocation(self, table: bytes, key: bytes, fn: Callable[[Region], T]) -> T:
-        """``fn(region holding key)``; if that region has moved, once more after reading
-        ``hbase:meta`` again."""
-        region = self.region_of(table, key)
-        try:
-            return fn(region)
-        except RpcError as exc:
-            if exc.short_class not in RELOCATE and exc.exception_class:
-                raise
-        return fn(self.region_of(table, key, refresh=True))

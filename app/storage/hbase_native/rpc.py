@@ -9,7 +9,7 @@ when it accepts.
 A call: a 4-byte total length, then the ``RequestHeader`` (call_id 1, method_name 3,
 request_param 4, timeout 7) and the request, each prefixed by its length as a varint. The
 reply mirrors it: a 4-byte total length, the ``ResponseHeader`` (call_id 1, exception 2 =
-{exception_class_name 1, stack_trace 2, do_not_retry 5}, cell_block_meta 3 = {length 1}), the
+{exception_class_name 1, stack_trace 2}, cell_block_meta 3 = {length 1}), the
 response message, then the cell block (the frame's last ``length`` bytes).
 
 A connection makes one call at a time (no call is left in flight: a timed-out call closes
@@ -32,13 +32,14 @@ MAX_FRAME_BYTES = 1 << 30
 
 class RpcError(OSError):
     """A call that failed: the server's exception (``exception_class``) or a broken
-    connection (``exception_class`` empty)."""
+    connection (``exception_class`` empty; ``timed_out`` if the server did not answer in
+    time: asking again would only double the wait)."""
 
     def __init__(self, message: str, exception_class: str = "",
-                 do_not_retry: bool = False) -> None:
+                 timed_out: bool = False) -> None:
         super().__init__(message)
         self.exception_class = exception_class
-        self.do_not_retry = do_not_retry
+        self.timed_out = timed_out
 
     @property
     def short_class(self) -> str:
@@ -99,7 +100,8 @@ class Connection:
             frame = self._frame()
         except OSError as exc:  # timed out or broken: the reply may still come, unread
             self.close()
-            raise RpcError(f"{method} call to {self.address} failed: {exc}") from exc
+            raise RpcError(f"{method} call to {self.address} failed: {exc}",
+                           timed_out=isinstance(exc, TimeoutError)) from exc
         return self._reply(frame, call_id, method)
 
     def _reply(self, frame: memoryview, call_id: int, method: str) -> tuple[bytes, bytes]:
@@ -144,5 +146,4 @@ def _server_error(method: str, address: str, exception: bytes) -> RpcError:
     name = wire.first_bytes(found, 1).decode(errors="replace")
     trace = wire.first_bytes(found, 2).decode(errors="replace")
     first_line = trace.strip().splitlines()[0] if trace.strip() else name
-    return RpcError(f"{method} on {address}: {first_line}", name,
-                    bool(wire.first_int(found, 5)))
+    return RpcError(f"{method} on {address}: {first_line}", name)

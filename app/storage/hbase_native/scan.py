@@ -21,13 +21,14 @@ from app.storage.hbase_reply import ReplyRow
 log = logging.getLogger(__name__)
 
 Call = Callable[[str, str, bytes], tuple[bytes, bytes]]  # (server, method, request)
-# The server's exceptions that mean "ask hbase:meta again where the region is".
-RELOCATE = frozenset({"NotServingRegionException", "RegionMovedException",
-                      "RegionOpeningException", "RegionServerStoppedException",
-                      "ServerNotRunningYetException"})
-# ... and those that mean the scanner is gone but the region may still be where it was.
-REOPEN = RELOCATE | {"UnknownScannerException", "OutOfOrderScannerNextException",
-                     "ScannerResetException", "LeaseException"}
+# The server's exceptions after which the scan is reopened where it stopped, the table's
+# regions read again from hbase:meta: the region is elsewhere (moved, split, its server
+# stopping) or the scanner is gone (its lease expired, a reply lost).
+REOPEN = frozenset({"NotServingRegionException", "RegionMovedException",
+                    "RegionOpeningException", "RegionServerStoppedException",
+                    "ServerNotRunningYetException", "UnknownScannerException",
+                    "OutOfOrderScannerNextException", "ScannerResetException",
+                    "LeaseException"})
 
 
 class RegionScanner:
@@ -136,7 +137,7 @@ class TableScan:
         try:
             return self.region.next_rows(count)
         except RpcError as exc:
-            if exc.exception_class and exc.short_class not in REOPEN:
+            if exc.timed_out or (exc.exception_class and exc.short_class not in REOPEN):
                 raise
             log.info("reopening an HBase scan of %s: %s", self.table.decode(errors="replace"),
                      exc)
