@@ -7,6 +7,7 @@ the Flask app answering the same JSON."""
 from __future__ import annotations
 
 import json
+import socket
 import time
 import uuid
 from collections.abc import Iterator
@@ -218,6 +219,48 @@ def test_an_unreachable_zookeeper_is_a_503() -> None:
     with pytest.raises(StorageUnavailableError):
         list(table.scan())
     store.close()
+
+
+def test_a_silent_zookeeper_is_a_503_after_the_timeout_not_a_hang() -> None:
+    address = hbase_address()
+    if not address:
+        pytest.skip("HBase tests need TSD_TEST_HBASE=host:port (run `make hbase-up`)")
+    host, _, port = address.rpartition(":")
+    with socket.create_server(("127.0.0.1", 0)) as silent:  # accepts, never answers
+        quorum = f"127.0.0.1:{silent.getsockname()[1]}"
+        store = HBaseStore(host, int(port), "silentzk_", writers=0,
+                           native=NativeClient(quorum, timeout_s=0.5),
+                           native_tables=frozenset({"tsdb"}))
+        started = time.monotonic()
+        with pytest.raises(StorageUnavailableError):
+            list(HBaseTable(store, "tsdb").scan())
+        assert time.monotonic() - started < 5
+        store.close()
+
+
+def test_a_scan_left_early_closes_its_scanner_and_frees_its_connection(
+        pair: tuple[TSDB, TSDB]) -> None:
+    thrift, native = pair
+    thrift.data_table().put_many((i.to_bytes(2, "big"), {b"t:\x00\x00": b"\x01"})
+                                 for i in range(1000))
+    table = native.data_table()
+    client = native.store.native  # type: ignore[attr-defined]
+    calls: list[bytes] = []
+    real_call = client.call
+
+    def recording(server: str, method: str, request: bytes) -> tuple[bytes, bytes]:
+        calls.append(request)
+        return real_call(server, method, request)
+
+    client.call = recording
+    scan = table.scan(batch_size=100)
+    assert [next(scan)[0] for _ in range(150)] == [i.to_bytes(2, "big") for i in range(150)]
+    scan.close()  # type: ignore[attr-defined]
+    # Rows are left in the region (batches of 100, the third prefetched at most), so the
+    # last call closed the scanner: ScanRequest close_scanner (field 5) = true.
+    assert wire.message(calls[-1]).get(5) == [1]
+    assert sum(len(idle) for idle in client._idle.values()) >= 1
+    assert len(list(table.scan())) == 1000
 
 
 POINTS = [{"metric": "native.cpu", "timestamp": 1_700_000_000 + 10 * i, "value": value,

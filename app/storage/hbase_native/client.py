@@ -74,6 +74,8 @@ class NativeClient:
     def close(self) -> None:
         with self._lock:
             idle, self._idle = self._idle, {}
+            if self._pid != os.getpid():  # a forked worker: the parent's sockets stay open
+                return
         for connections in idle.values():
             for connection in connections:
                 connection.close()
