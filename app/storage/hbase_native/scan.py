@@ -3,8 +3,10 @@ server-side scanner (``ClientService.Scan``: open, next with ``next_call_seq``, 
 
 A region's scanner ends when the server says ``more_results_in_region`` is false (it closes
 the scanner itself then); the range goes on in the next region unless this one ends at or
-after the range's stop. A region that moved, or a scanner the server lost, is reopened just
-after the last row returned, once per batch (the regions read again from ``hbase:meta``).
+after the range's stop, or the server said ``more_results`` false (the scan is over: a filter
+is done with all remaining rows). A region that moved, or a scanner the server lost, is
+reopened just after the last row returned, once per batch (the regions read again from
+``hbase:meta``).
 """
 
 from __future__ import annotations
@@ -45,6 +47,7 @@ class RegionScanner:
         self.scanner_id: int | None = None
         self.call_seq = 0
         self.done = False  # the region holds no more rows of the range
+        self.scan_over = False  # ... nor does any region after it (``more_results`` false)
 
     def next_rows(self, count: int) -> list[ReplyRow]:
         if not self.region.server:
@@ -66,6 +69,7 @@ class RegionScanner:
         rows = cellblock.rows(block, reply.cells_per_row)
         if not reply.more_results or not reply.more_in_region:
             self.done = True  # the server closed the scanner
+        self.scan_over = not reply.more_results
         return rows
 
     def close(self) -> None:
@@ -147,8 +151,9 @@ class TableScan:
     def _next_region(self) -> None:
         assert self.region is not None
         end = self.region.region.end
+        over = self.region.scan_over
         self.region = None
-        if not end or (self.stop is not None and end >= self.stop):
+        if over or not end or (self.stop is not None and end >= self.stop):
             self.finished = True
         else:
             self.resume = max(self.resume, end)
