@@ -102,6 +102,9 @@ class Connection:
             self.close()
             raise RpcError(f"{method} call to {self.address} failed: {exc}",
                            timed_out=isinstance(exc, TimeoutError)) from exc
+        except BaseException:  # cut short (KeyboardInterrupt, ...): a reply may be half read
+            self.close()
+            raise
         return self._reply(frame, call_id, method)
 
     def _reply(self, frame: memoryview, call_id: int, method: str) -> tuple[bytes, bytes]:
