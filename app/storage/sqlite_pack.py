@@ -90,12 +90,17 @@ def _pack_decimal(value: bytes, widths: list[int]) -> bytes | None:
     wide = np.where(eight, original[1], original[0].astype(np.float64))
     if not np.isfinite(wide).all():
         return None
+    exact = value[:int(ends[-1])]
     for decimals in range(MAX_DECIMALS + 1):
         scaled = np.rint(wide * 10.0**decimals)
         if np.abs(scaled).max() >= INT32_LIMIT:
             return None
+        # The doubles first (cheap, and where a wrong count of decimals shows), then every
+        # value's bytes in its width, by the very arithmetic unpacking does.
+        if not (scaled[eight] / 10.0**decimals == wide[eight]).all():
+            continue
         mantissas = scaled.astype("<i4")
-        if _floats(mantissas, decimals, eight).tobytes() == value[:int(ends[-1])]:
+        if _floats(mantissas, decimals, eight).tobytes() == exact:
             planes = mantissas.view(np.uint8).reshape(-1, 4).T.tobytes()
             head = len(widths).to_bytes(4, "little") + np.packbits(eight).tobytes()
             body = zlib.compress(head + planes + value[int(ends[-1]):], LEVEL)
@@ -132,12 +137,15 @@ def _floats(mantissas: np.ndarray, decimals: int, eight: np.ndarray) -> np.ndarr
         return wide.astype(">f8").view(np.uint8)
     if not eight.any():
         return wide.astype(">f4").view(np.uint8)
-    # Every value in both widths, then each one's bytes taken from the width it has.
-    both = np.concatenate((wide.astype(">f8").view(np.uint8), wide.astype(">f4").view(np.uint8)))
-    widths = np.where(eight, 8, 4)
-    index = np.arange(len(wide))
-    base = np.where(eight, 8 * index, 8 * len(wide) + 4 * index) - (np.cumsum(widths) - widths)
-    return both[np.arange(int(widths.sum())) + np.repeat(base, widths)]
+    # Each value's 8 bytes in a row of 8; a 4-byte one's row holds its 4 bytes first, and
+    # the rows' first ``width`` bytes, row after row, are the column.
+    rows = wide.astype(">f8").view(np.uint8).reshape(-1, 8)
+    four = np.flatnonzero(~eight)
+    rows[four, :4] = wide[four].astype(">f4").view(np.uint8).reshape(-1, 4)
+    keep = np.empty(rows.shape, np.bool_)
+    keep[:, :4] = True
+    keep[:, 4:] = eight[:, None]
+    return rows[keep]
 
 
 def _planes(value: bytes, stride: int) -> bytes | None:
@@ -189,18 +197,24 @@ def unpack_qualifier(key: bytes) -> bytes:
     """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
     count, at = _read_varint(key, 4)
     flags, at = _read_flags(key, at, count)
-    deltas, runs = [0], [1]  # the first offset comes from itself
+    # Each offset's difference from the one before (the first's from the first qualifier),
+    # run after run, filled in slices: a column has a run or a few.
+    steps = np.zeros(count, np.int64)
+    done = 1
     while len(key) - at >= 2:
         zigzag, at = _read_varint(key, at)
         run, at = _read_varint(key, at)
-        deltas.append(zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2)
-        runs.append(run)
-    offsets = (int.from_bytes(key[:2], "big") >> 4) + np.cumsum(np.repeat(deltas, runs))
-    return (offsets << 4 | flags).astype(">u2").tobytes()
+        steps[done:done + run] = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+        done += run
+    steps[0] = int.from_bytes(key[:2], "big") >> 4
+    offsets = np.cumsum(steps, out=steps)
+    offsets <<= 4
+    offsets |= flags
+    return offsets.astype(">u2").tobytes()
 
 
 def _flags(flags: np.ndarray) -> bytes:
-    values = np.unique(flags).tolist()
+    values = np.flatnonzero(np.bincount(flags, minlength=16)).tolist()  # sorted, as unique's
     if len(values) == 1:
         return bytes((ONE_FLAG, values[0]))
     if len(values) == 2:
