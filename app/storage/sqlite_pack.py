@@ -207,20 +207,34 @@ def unpack_qualifier(key: bytes) -> bytes:
     """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
     count, at = _read_varint(key, 4)
     flags, at = _read_flags(key, at, count)
-    # Each offset's difference from the one before (the first's from the first qualifier),
-    # run after run, filled in slices: a column has a run or a few.
-    steps = np.zeros(count, np.int64)
-    done = 1
-    while len(key) - at >= 2:
-        zigzag, at = _read_varint(key, at)
-        run, at = _read_varint(key, at)
-        steps[done:done + run] = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
-        done += run
-    steps[0] = int.from_bytes(key[:2], "big") >> 4
-    offsets = np.cumsum(steps, out=steps)
+    first = int.from_bytes(key[:2], "big") >> 4
+    if len(key) - at >= 2 and (pair := _one_run(key, at, count)) is not None:
+        offsets = first + pair * np.arange(count, dtype=np.int64)  # evenly spaced: one run
+    else:
+        # Each offset's difference from the one before (the first's from the first
+        # qualifier), run after run, filled in slices: a column has a run or a few.
+        steps = np.zeros(count, np.int64)
+        done = 1
+        while len(key) - at >= 2:
+            zigzag, at = _read_varint(key, at)
+            run, at = _read_varint(key, at)
+            steps[done:done + run] = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+            done += run
+        steps[0] = first
+        offsets = np.cumsum(steps, out=steps)
     offsets <<= 4
     offsets |= flags
     return offsets.astype(">u2").tobytes()
+
+
+def _one_run(key: bytes, at: int, count: int) -> int | None:
+    """The one difference of every offset from the one before, when the key holds one run
+    of them (and at most a padding byte after it), else None."""
+    zigzag, after = _read_varint(key, at)
+    run, after = _read_varint(key, after)
+    if run != count - 1 or len(key) - after >= 2:
+        return None
+    return zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
 
 
 def _flags(flags: np.ndarray) -> bytes:
@@ -239,9 +253,11 @@ def _read_flags(key: bytes, at: int, count: int) -> tuple[np.ndarray, int]:
         return np.full(count, key[at + 1], np.int64), at + 2
     if mode == TWO_FLAGS:
         size = (count + 7) // 8
-        second = np.unpackbits(np.frombuffer(key, np.uint8, size, at + 3), count=count)
-        return np.where(second.astype(bool), key[at + 2], key[at + 1]).astype(np.int64), (
-            at + 3 + size)
+        flags = np.unpackbits(np.frombuffer(key, np.uint8, size, at + 3), count=count
+                              ).astype(np.int64)
+        flags *= key[at + 2] - key[at + 1]  # 1 for the second flag, 0 for the first
+        flags += key[at + 1]
+        return flags, at + 3 + size
     size = (count + 1) // 2
     nibbles = np.frombuffer(key, np.uint8, size, at + 1).astype(np.int64)
     return np.stack((nibbles >> 4, nibbles & 0x0F), axis=1).ravel()[:count], at + 1 + size
