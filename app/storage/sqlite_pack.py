@@ -35,6 +35,11 @@ MAX_DECIMALS = 6
 INT32_LIMIT = 2.0**31
 HEADER_BYTES = 6
 LEVEL = 6  # zlib's default: level 9 saved ~1% more on compacted hours, at twice the CPU
+# zlib's memory level 3 (default 8): deflate blocks of 512 symbols, each with Huffman codes
+# of its own, fit a column's byte planes one by one (the random low bytes, the narrow high
+# ones, the zeros): 6% smaller on the bench's columns (728 bytes for 360 points, not 772), at
+# the same CPU; any zlib inflates it.
+MEM_LEVEL = 3
 PACK_MIN_BYTES = 64  # smaller values are left alone: the header and deflate's overhead win
 PACK_MIN_SAVING = 8  # keep a packed value only when it saves at least 1/8 of the bytes
 STRIDES = (4, 8)  # OpenTSDB's float and long widths (a compacted row of one kind has one)
@@ -49,11 +54,11 @@ def pack(value: bytes, float_widths: list[int] | None = None) -> bytes | None:
     decimal = _pack_decimal(value, float_widths) if float_widths else None
     if decimal is not None:
         return decimal
-    best = _with_header(PLAIN, 0, len(value), zlib.compress(value, LEVEL))
+    best = _with_header(PLAIN, 0, len(value), _deflate(value))
     for stride in STRIDES:
         planes = _planes(value, stride)
         if planes is not None:
-            packed = _with_header(PLANES, stride, len(value), zlib.compress(planes, LEVEL))
+            packed = _with_header(PLANES, stride, len(value), _deflate(planes))
             best = packed if len(packed) < len(best) else best
     return best if len(best) <= len(value) - len(value) // PACK_MIN_SAVING else None
 
@@ -90,15 +95,20 @@ def _pack_decimal(value: bytes, widths: list[int]) -> bytes | None:
     wide = np.where(eight, original[1], original[0].astype(np.float64))
     if not np.isfinite(wide).all():
         return None
+    exact = value[:int(ends[-1])]
     for decimals in range(MAX_DECIMALS + 1):
         scaled = np.rint(wide * 10.0**decimals)
         if np.abs(scaled).max() >= INT32_LIMIT:
             return None
+        # The doubles first (cheap, and where a wrong count of decimals shows), then every
+        # value's bytes in its width, by the very arithmetic unpacking does.
+        if not (scaled[eight] / 10.0**decimals == wide[eight]).all():
+            continue
         mantissas = scaled.astype("<i4")
-        if _floats(mantissas, decimals, eight).tobytes() == value[:int(ends[-1])]:
+        if _floats(mantissas, decimals, eight).tobytes() == exact:
             planes = mantissas.view(np.uint8).reshape(-1, 4).T.tobytes()
             head = len(widths).to_bytes(4, "little") + np.packbits(eight).tobytes()
-            body = zlib.compress(head + planes + value[int(ends[-1]):], LEVEL)
+            body = _deflate(head + planes + value[int(ends[-1]):])
             return _with_header(DECIMAL, decimals, len(value), body)
     return None
 
@@ -132,12 +142,15 @@ def _floats(mantissas: np.ndarray, decimals: int, eight: np.ndarray) -> np.ndarr
         return wide.astype(">f8").view(np.uint8)
     if not eight.any():
         return wide.astype(">f4").view(np.uint8)
-    # Every value in both widths, then each one's bytes taken from the width it has.
-    both = np.concatenate((wide.astype(">f8").view(np.uint8), wide.astype(">f4").view(np.uint8)))
-    widths = np.where(eight, 8, 4)
-    index = np.arange(len(wide))
-    base = np.where(eight, 8 * index, 8 * len(wide) + 4 * index) - (np.cumsum(widths) - widths)
-    return both[np.arange(int(widths.sum())) + np.repeat(base, widths)]
+    # Each value's 8 bytes in a row of 8; a 4-byte one's row holds its 4 bytes first, and
+    # the rows' first ``width`` bytes, row after row, are the column.
+    rows = wide.astype(">f8").view(np.uint8).reshape(-1, 8)
+    four = np.flatnonzero(~eight)
+    rows[four, :4] = wide[four].astype(">f4").view(np.uint8).reshape(-1, 4)
+    keep = np.empty(rows.shape, np.bool_)
+    keep[:, :4] = True
+    keep[:, 4:] = eight[:, None]
+    return rows[keep]
 
 
 def _planes(value: bytes, stride: int) -> bytes | None:
@@ -146,6 +159,11 @@ def _planes(value: bytes, stride: int) -> bytes | None:
         return None
     values = np.frombuffer(value, np.uint8, whole).reshape(-1, stride)
     return values.T.tobytes() + value[whole:]
+
+
+def _deflate(data: bytes) -> bytes:
+    deflate = zlib.compressobj(LEVEL, zlib.DEFLATED, zlib.MAX_WBITS, MEM_LEVEL)
+    return deflate.compress(data) + deflate.flush()
 
 
 def _with_header(method: int, stride: int, length: int, body: bytes) -> bytes:
@@ -189,18 +207,38 @@ def unpack_qualifier(key: bytes) -> bytes:
     """The compacted qualifier :func:`pack_qualifier` made ``key`` of, byte for byte."""
     count, at = _read_varint(key, 4)
     flags, at = _read_flags(key, at, count)
-    deltas, runs = [0], [1]  # the first offset comes from itself
-    while len(key) - at >= 2:
-        zigzag, at = _read_varint(key, at)
-        run, at = _read_varint(key, at)
-        deltas.append(zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2)
-        runs.append(run)
-    offsets = (int.from_bytes(key[:2], "big") >> 4) + np.cumsum(np.repeat(deltas, runs))
-    return (offsets << 4 | flags).astype(">u2").tobytes()
+    first = int.from_bytes(key[:2], "big") >> 4
+    if len(key) - at >= 2 and (pair := _one_run(key, at, count)) is not None:
+        offsets = first + pair * np.arange(count, dtype=np.int64)  # evenly spaced: one run
+    else:
+        # Each offset's difference from the one before (the first's from the first
+        # qualifier), run after run, filled in slices: a column has a run or a few.
+        steps = np.zeros(count, np.int64)
+        done = 1
+        while len(key) - at >= 2:
+            zigzag, at = _read_varint(key, at)
+            run, at = _read_varint(key, at)
+            steps[done:done + run] = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+            done += run
+        steps[0] = first
+        offsets = np.cumsum(steps, out=steps)
+    offsets <<= 4
+    offsets |= flags
+    return offsets.astype(">u2").tobytes()
+
+
+def _one_run(key: bytes, at: int, count: int) -> int | None:
+    """The one difference of every offset from the one before, when the key holds one run
+    of them (and at most a padding byte after it), else None."""
+    zigzag, after = _read_varint(key, at)
+    run, after = _read_varint(key, after)
+    if run != count - 1 or len(key) - after >= 2:
+        return None
+    return zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
 
 
 def _flags(flags: np.ndarray) -> bytes:
-    values = np.unique(flags).tolist()
+    values = np.flatnonzero(np.bincount(flags, minlength=16)).tolist()  # sorted, as unique's
     if len(values) == 1:
         return bytes((ONE_FLAG, values[0]))
     if len(values) == 2:
@@ -215,9 +253,11 @@ def _read_flags(key: bytes, at: int, count: int) -> tuple[np.ndarray, int]:
         return np.full(count, key[at + 1], np.int64), at + 2
     if mode == TWO_FLAGS:
         size = (count + 7) // 8
-        second = np.unpackbits(np.frombuffer(key, np.uint8, size, at + 3), count=count)
-        return np.where(second.astype(bool), key[at + 2], key[at + 1]).astype(np.int64), (
-            at + 3 + size)
+        flags = np.unpackbits(np.frombuffer(key, np.uint8, size, at + 3), count=count
+                              ).astype(np.int64)
+        flags *= key[at + 2] - key[at + 1]  # 1 for the second flag, 0 for the first
+        flags += key[at + 1]
+        return flags, at + 3 + size
     size = (count + 1) // 2
     nibbles = np.frombuffer(key, np.uint8, size, at + 1).astype(np.int64)
     return np.stack((nibbles >> 4, nibbles & 0x0F), axis=1).ravel()[:count], at + 1 + size

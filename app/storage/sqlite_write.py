@@ -397,8 +397,14 @@ def insert_packed(db: sqlite3.Connection, records: list[Record], packing: bool) 
     later write of a cell wins). A cell has one stored form: one written under its key
     replaces one stored under its qualifier and the other way round (packing on or off).
     A statement per cell: direct writes are few cells of many bytes each."""
-    for tbl, row, family, qualifier, value, ts in records:
-        key = pack_qualifier(qualifier) if family == PACKED_FAMILY else None
+    _insert_keyed(db, [(record, pack_qualifier(record[3]) if record[2] == PACKED_FAMILY
+                        else None) for record in records], packing)
+
+
+def _insert_keyed(db: sqlite3.Connection, keyed: list[tuple[Record, bytes | None]],
+                  packing: bool) -> None:
+    """:func:`insert_packed` of records with their short keys (None: the cell has none)."""
+    for (tbl, row, family, qualifier, value, ts), key in keyed:
         if key is None:
             db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
             continue
@@ -429,9 +435,11 @@ def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> 
             for tbl, row, _, qualifier, _, _ in long])
         insert_cells(db, records)
         return
-    keyed = {id(record) for record in long if pack_qualifier(record[3]) is not None}
-    insert_cells(db, [record for record in records if id(record) not in keyed])
-    insert_packed(db, [record for record in long if id(record) in keyed], pack)
+    keys = {id(record): key for record in long
+            if (key := pack_qualifier(record[3])) is not None}  # each computed once
+    insert_cells(db, [record for record in records if id(record) not in keys])
+    _insert_keyed(db, [(record, keys[id(record)]) for record in long if id(record) in keys],
+                  pack)
 
 
 # A column kept as its short key starts with the column's first two qualifiers (4 bytes).

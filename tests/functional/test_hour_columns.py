@@ -7,6 +7,7 @@ whichever process made it."""
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 from typing import Any
@@ -157,3 +158,56 @@ def test_a_fresh_process_answers_from_the_kept_columns(written: TSDB, settled: N
                           capture_output=True, text=True)
     answers = json.loads(done.stdout.strip().splitlines()[-1])
     assert answers == {f"{cache} {m}": expected[m] for cache in (0, 64 << 20) for m in expected}
+
+
+def _points(first_s: int, hours: int) -> list[DataPoint]:
+    """The hours from ``first_s`` of hosts a and b, as the ``written`` fixture's."""
+    times = range(first_s, first_s + hours * 3600, 10)
+    return ([DataPoint("m", ts, (ts - DAY) // 10 % 6, {"host": "a"}) for ts in times]
+            + [DataPoint("m", ts, 1.25, {"host": "b"}) for ts in times])
+
+
+def _stored_flags(tsdb: TSDB) -> set[int | None]:
+    """The ``z`` flags of the data table's stored cells (None: as written, 3: packed)."""
+    path = tsdb.config["tsd.storage"].removeprefix("sqlite:///")
+    with sqlite3.connect(path) as db:
+        return {z for (z,) in db.execute("SELECT z FROM cells WHERE tbl = 'tsdb'"
+                                         " AND family = 't' AND length(qualifier) > 2")}
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_store_written_unpacked_answers_the_same_packed_and_back(
+        tsd_config: dict[str, Any], settled: None) -> None:
+    """Packing became the default: a store an older pytsd wrote unpacked is read by today's
+    default (from its cells and from the hour columns made of them), gets packed cells for
+    what it writes next, and still reads the same with packing off."""
+    unpacked = make_tsdb({**tsd_config, **OFF, "tsd.storage.sqlite.pack_cells": False})
+    four = HOURS + 1
+    assert not any(PointWriter(unpacked).write(_points(DAY, HOURS)))
+    compact_table(unpacked.data_table(), unpacked.layout, now_s=2**31)
+    assert _stored_flags(unpacked) == {None}
+    unpacked.close()
+
+    default = make_tsdb({key: value for key, value in {**tsd_config, **OFF}.items()
+                         if key != "tsd.storage.sqlite.pack_cells"})
+    client = app_over(default).test_client()
+    assert _query(client, "sum:1m-avg:m")[0]["dps"] == MINUTES  # from the cells
+    assert _query(client, "sum:1m-avg:m")[0]["dps"] == MINUTES  # from their hour columns
+    last = DAY + HOURS * 3600  # a fourth hour, written with today's default
+    assert not any(PointWriter(default).write(_points(last, 1)))
+    compact_table(default.data_table(), default.layout, now_s=2**31)
+    assert _stored_flags(default) == {None, 3}  # the old hours as they were, the new packed
+    expected = {str(DAY + minute * 60): 3.75 for minute in range(four * 60)}
+    url = f"/api/query?start={DAY}&end={DAY + four * 3600 - 1}&m=sum:1m-avg:m"
+    assert client.get(url).get_json()[0]["dps"] == expected
+    default.close()
+
+    for settings in ({"tsd.storage.sqlite.pack_cells": False}, {}):
+        again = make_tsdb({**tsd_config, **OFF, **settings})
+        reader = app_over(again).test_client()
+        for _ in range(2):  # from the cells, then from the hour columns kept
+            assert reader.get(url).get_json()[0]["dps"] == expected
+        raw = reader.get(f"/api/query?start={DAY}&end={DAY + four * 3600 - 1}"
+                         "&m=sum:m{host=a}").get_json()[0]["dps"]
+        assert len(raw) == four * 360 and raw[str(last + 50)] == 5
+        again.close()

@@ -13,7 +13,8 @@ import pytest
 from click.testing import CliRunner
 
 from app.cli import main
-from app.storage import sqlite_space
+from app.config import load_config
+from app.storage import open_store, sqlite_space
 from app.storage.base import SPACE_USED, able
 from app.storage.sqlite import SqliteStore, SqliteTable
 from app.tsdb.compaction import compact_row
@@ -196,3 +197,36 @@ def test_a_store_written_by_the_previous_layout_opens_reads_and_vacuums(
         "2a", value.hex()]  # qualifier order: 0007 before 000b...
     space = CliRunner().invoke(main, ["space"], env=env, catch_exceptions=False)
     assert "361 data points" in space.output and "bytes per point" in space.output
+
+
+def test_packing_is_the_default_and_a_store_reads_every_form_whatever_its_setting(
+        path: Path) -> None:
+    """A store written unpacked (an older pytsd's default) opened with today's default reads
+    its cells byte for byte and packs what it writes from then on; opened unpacked again, it
+    reads the packed cells the same."""
+    def opened(**settings: object) -> SqliteTable:
+        store = open_store(load_config({"tsd.storage": f"sqlite:///{path}", **settings}, {}))
+        assert isinstance(store, SqliteStore)
+        store.create_table("tsdb", {"t": {}})
+        return store.table("tsdb")
+
+    later = ROW[:3] + (0x5F5E1000 + 3600).to_bytes(4, "big") + ROW[7:]
+    qualifier, value = compacted(360)
+    cells = {b"t:" + qualifier: value}
+    plain = opened(**{"tsd.storage.sqlite.pack_cells": False})
+    plain.put(ROW, cells)
+    plain.store.close()
+    assert [flags for _, _, flags in stored_cells(path)] == [None]
+
+    default = opened()
+    assert default.row(ROW) == cells
+    default.put(later, cells)
+    assert [flags for _, _, flags in stored_cells(path)] == [None, 3]  # the new one packed
+    assert list(default.scan()) == [(ROW, cells), (later, cells)]
+    default.store.close()
+
+    again = opened(**{"tsd.storage.sqlite.pack_cells": False})
+    assert list(again.scan()) == [(ROW, cells), (later, cells)]
+    [(_, _, _, quals, values)] = again.scan_packed(later, None, "t", [b""])
+    assert (quals, values) == (qualifier, value)
+    again.store.close()
