@@ -62,9 +62,10 @@ class PackedCells(dict[bytes, bytes]):
     def fill(self) -> None:
         """The dict's entries, from the joined bytes (once)."""
         if not self.filled:
-            self.filled = True
+            # Marked filled only once it is (a row read by two threads: both fill it, alike).
             dict.update(self, zip(split(self.joined_columns, self.column_ends),
                                   split(self.joined_values, self.value_ends), strict=True))
+            self.filled = True
 
     @property
     def value_sizes(self) -> npt.NDArray[np.int64]:
