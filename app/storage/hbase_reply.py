@@ -37,9 +37,8 @@ from thriftpy2.protocol.binary import TBinaryProtocol as PureBinaryProtocol
 from thriftpy2.thrift import TApplicationException, TException, TMessageType
 from thriftpy2.transport import TTransportException
 
-from app.storage.packed_cells import PackedCells
+from app.storage.packed_cells import Ends, PackedCells, sizes, split
 
-Ends = list[int] | np.ndarray  # where each cell ends in a row's joined bytes
 _I32 = Struct(">i")
 _I64 = Struct(">q")
 _VERSION_1 = -2147418112  # 0x80010000 as a signed i32 (strict binary protocol)
@@ -77,18 +76,15 @@ class ReplyRow:
         self.value_ends = value_ends
 
     def column_list(self) -> list[bytes]:
-        return _split(self.columns, self.column_ends)
+        return split(self.columns, self.column_ends)
 
     def value_list(self) -> list[bytes]:
-        return _split(self.values, self.value_ends)
+        return split(self.values, self.value_ends)
 
     def cells(self) -> PackedCells:
-        """``{column: value}`` in HBase's order (a dict keeping the joined bytes too)."""
-        ends = np.asarray(self.value_ends, np.int64)
-        sizes = ends.copy()
-        sizes[1:] -= ends[:-1]
-        return PackedCells(self.column_list(), self.value_list(), self.columns, self.values,
-                           sizes)
+        """``{column: value}`` in HBase's column order (a dict keeping the joined bytes,
+        its entries made only when read as a dict)."""
+        return PackedCells(self.columns, self.column_ends, self.values, self.value_ends)
 
     def qualifiers(self, skip: int) -> bytes:
         """The columns joined without their first ``skip`` bytes (the family and colon)."""
@@ -102,23 +98,13 @@ class ReplyRow:
 
     def value_total(self) -> int:
         """The values read as 4-byte lengths (``KeyOnlyFilter(true)``), summed."""
-        sizes = np.diff(np.asarray(self.value_ends, np.int64), prepend=0)
-        if (sizes == 4).all():
+        if (sizes(self.value_ends) == 4).all():
             return int(np.frombuffer(self.values, ">u4").sum())
         return sum(int.from_bytes(value, "big") for value in self.value_list())
 
     def stored_bytes(self) -> int:
         """What the cells weigh as HBase stores them: row key, column and value per cell."""
         return len(self.row) * self.count + len(self.columns) + len(self.values)
-
-
-def _split(joined: bytes, ends: Ends) -> list[bytes]:
-    if isinstance(ends, np.ndarray):
-        ends = ends.tolist()
-    if not ends:
-        return []
-    # Slices made in C (map), not a Python step per cell.
-    return list(map(joined.__getitem__, map(slice, [0, *ends[:-1]], ends)))
 
 
 class ReplyReader:

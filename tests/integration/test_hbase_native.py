@@ -284,3 +284,34 @@ def test_a_query_answers_the_same_json_natively(pair: tuple[TSDB, TSDB]) -> None
     # web01's average of i and web02's average of 0.5 + i.
     dps = by_native.get(url).get_json()[0]["dps"]
     assert dps == {"1699999980": 1.5 + 2.0, "1700000040": 6.5 + 7.0, "1700000100": 10.5 + 11.0}
+
+
+def test_a_note_among_single_points_of_several_widths_answers_the_same(
+        pair: tuple[TSDB, TSDB]) -> None:
+    # 2 series x 90 points, one cell each, values of 1, 2, 4 and 8 bytes (integers) and
+    # floats: rows of many cells, cut in bulk; a note's cell in web01's row among them.
+    values = [3, 300, 70_000, 2**40, 0.25]
+    points = [{"metric": "native.mix", "timestamp": 1_700_000_000 + 10 * i,
+               "value": values[i % 5], "tags": {"host": host}}
+              for i in range(90) for host in ("web01", "web02")]
+    thrift, native = pair
+    by_thrift, by_native = app_over(thrift).test_client(), app_over(native).test_client()
+    answer = by_thrift.post("/api/put", data=json.dumps(points), content_type="application/json")
+    assert answer.status_code == 204
+    tsuid = by_thrift.get("/api/query?start=1700000000&m=sum:native.mix{host=web01}"
+                          "&show_tsuids").get_json()[0]["tsuids"][0]
+    note = {"tsuid": tsuid, "startTime": 1_700_000_425, "description": "deploy"}
+    assert by_thrift.post("/api/annotation", json=note).status_code == 200
+    for query in ("sum:1m-avg:native.mix{host=*}", "none:native.mix{host=*}"):
+        url = f"/api/query?start=1700000000&end=1700000900&m={query}"
+        thrift_answer, native_answer = by_thrift.get(url), by_native.get(url)
+        assert thrift_answer.status_code == native_answer.status_code == 200
+        assert native_answer.get_json() == thrift_answer.get_json(), query
+        web01, web02 = native_answer.get_json()
+        assert [n["description"] for n in web01["annotations"]] == ["deploy"]
+        assert "annotations" not in web02 or web02["annotations"] == []
+    raw = by_native.get("/api/query?start=1700000000&end=1700000900"
+                        "&m=none:native.mix{host=web02}").get_json()[0]["dps"]
+    assert len(raw) == 90
+    assert (raw["1700000000"], raw["1700000010"], raw["1700000020"], raw["1700000030"],
+            raw["1700000040"]) == (3, 300, 70_000, 2**40, 0.25)

@@ -17,6 +17,7 @@ from app.storage import codec
 from app.storage.base import Row, Table
 from app.storage.codec_cells import cell_kind, cell_points
 from app.storage.codec_decode import decode_stored_rows
+from app.storage.packed_cells import PackedCells
 from app.tsdb.annotations import query_note
 from app.tsdb.hour_cache import CachedRow
 from app.tsdb.read.keys import SeriesRows, base_time_s
@@ -113,7 +114,17 @@ def exact_longs(layout: codec.RowKeyLayout, group: SeriesRows, decoded: codec.De
 def stored_bytes(key: bytes, cells: Row) -> int:
     """Per cell its row key, column name and value, as OpenTSDB weighs its KeyValues: many
     small cells cost more than one compacted column."""
+    if isinstance(cells, PackedCells):  # from the joined bytes, no entry made
+        return cells.stored_bytes(len(key))
     return len(key) * len(cells) + sum(map(len, cells)) + sum(map(len, cells.values()))
+
+
+def has_notes(cells: Row) -> bool:
+    """Whether the row may hold a note: a column of odd length (a note's qualifier is 3 or 5
+    bytes, a data column's even; the family ``t:`` is 2)."""
+    if isinstance(cells, PackedCells):
+        return cells.has_odd_column()
+    return any(len(column) & 1 for column in cells)
 
 
 def sliced(merged: codec.DecodedRow, parts: Sequence[codec.DecodedRow],
@@ -176,7 +187,9 @@ def data_cells(cells: Row) -> list[tuple[bytes, bytes]]:
 def row_annotations(layout: codec.RowKeyLayout, key: bytes, cells: Row) -> list[dict[str, Any]]:
     """The row's notes, ready for the response: every field Grafana reads, times in seconds
     (the serializer keeps those starting in the query range)."""
-    notes = []
+    notes: list[dict[str, Any]] = []
+    if not has_notes(cells):
+        return notes
     for column, value in cells.items():
         if column.startswith(DATA_PREFIX) and codec.is_annotation_qualifier(column[2:]):
             note = query_note(layout, key, column[2:], value)

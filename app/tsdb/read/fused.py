@@ -27,7 +27,7 @@ from app.engine.model import Series
 from app.engine.staged import in_one_buffer, stage_chunk
 from app.query.filters import series_matches
 from app.storage.base import Row
-from app.tsdb.read.decode import concatenated, decode_pass, row_annotations
+from app.tsdb.read.decode import concatenated, decode_pass, has_notes, row_annotations
 from app.tsdb.read.keys import series_order
 from app.tsdb.read.rows import CHECK_EVERY_ROWS, RowReader, StoredRow, close_scan
 
@@ -112,10 +112,8 @@ class FusedRead:
                 fused = self._series_of(key)
                 if fused is None:
                     continue  # a series the filters dropped
-                for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
-                    if len(column) & 1:
-                        fused.notes += row_annotations(layout, key, cells)
-                        break
+                if has_notes(cells):
+                    fused.notes += row_annotations(layout, key, cells)
                 chunk.append((key, cells))
                 owners.append(fused.index)
                 chunk_bytes += weight

@@ -12,7 +12,14 @@ from app.storage import codec
 from app.storage.base import Row
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, keepable
-from app.tsdb.read.decode import concatenated, decode_pass, joined, sliced, stored_bytes
+from app.tsdb.read.decode import (
+    concatenated,
+    decode_pass,
+    has_notes,
+    joined,
+    sliced,
+    stored_bytes,
+)
 from app.tsdb.read.keys import SeriesRows, base_time_s
 
 # A cold pass's arrays are kept as they are when at least 3/4 of their points are kept.
@@ -147,11 +154,11 @@ class Keeper:
             if (stamp is None or j in refused
                     or not keepable(base_time_s(layout, key), span_s, stamp, now_ms)):
                 continue
-            for column in cells:  # a note's qualifier is 3 or 5 bytes: only odd ones
-                if len(column) & 1 and codec.is_annotation_qualifier(column[2:]):
-                    break
-            else:
-                wanted.append(j)
+            # A note's qualifier is 3 or 5 bytes: only odd ones (none: no step per cell).
+            if has_notes(cells) and any(len(column) & 1 and codec.is_annotation_qualifier(
+                    column[2:]) for column in cells):
+                continue
+            wanted.append(j)
         return wanted
 
 

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from app.storage.hbase_native import cellblock, filters, messages, wire, zk
@@ -90,3 +92,78 @@ def test_region_info_and_columns() -> None:
         wire.field_bytes(1, wire.field_bytes(1, b"t"))
         + wire.field_bytes(1, wire.field_bytes(1, b"u") + wire.field_bytes(2, b"a")
                            + wire.field_bytes(2, b"b")))
+
+
+def block_of(rows: list[tuple[bytes, list[tuple[bytes, bytes]]]], family: bytes = b"t"
+             ) -> tuple[bytes, list[int]]:
+    """A cell block of ``rows`` (each cell's stamp: its index in the block) and its cells
+    per row."""
+    cells, stamp = [], 0
+    for row, row_cells in rows:
+        for qualifier, value in row_cells:
+            cells.append(cell(row, family, qualifier, stamp, value))
+            stamp += 1
+    return b"".join(cells), [len(row_cells) for _, row_cells in rows]
+
+
+def singles(count: int, widths: tuple[int, ...]) -> list[tuple[bytes, bytes]]:
+    """``count`` cells of one point each: qualifier ``i * 16`` (2 bytes), a value of
+    ``widths[i % len(widths)]`` bytes ``i % 256``."""
+    return [((i * 16).to_bytes(2, "big"), bytes([i % 256]) * widths[i % len(widths)])
+            for i in range(count)]
+
+
+def as_read(rows: list[Any]) -> list[tuple[bytes, list[bytes], list[bytes], int]]:
+    return [(row.row, row.column_list(), row.value_list(), row.newest_ms) for row in rows]
+
+
+def test_a_block_of_mixed_cells_is_cut_in_bulk_as_the_walk_would() -> None:
+    # Key of "row-a": 2 + 5 + 1 + 1 + 2 + 8 + 1 = 20 bytes (0x14). A 12-byte value that reads
+    # as such a cell's head (29 = 8 + 20 + 1 bytes follow, a key of 20, a value of 1): a
+    # place inside a cell that is no cell.
+    fake_head = b"\x00\x00\x00\x1d\x00\x00\x00\x14\x00\x00\x00\x01"
+    compacted = (b"\x00\x20\x00\x30\x00\x40", b"\x01\x02\x03\x00")  # 3 points, meta byte
+    note = (b"\x01\x00\x00", b'{"description":"x"}')  # an annotation's 3-byte qualifier
+    row_a = singles(100, (1, 2, 4, 8))  # values of four lengths, one key length
+    row_a[40] = (row_a[40][0], fake_head)
+    row_b = [compacted]  # a row of one cell
+    row_c = [row_a[0], compacted, note, *row_a[1:70]]  # other shapes among single cells
+    row_d = singles(90, (8, 8, 8, 4))  # a key of another length (6-byte row)
+    rows = [(b"row-a", row_a), (b"row-b", row_b), (b"row-c", row_c), (b"row-dd", row_d)]
+    block, per_row = block_of(rows)
+    assert per_row == [100, 1, 72, 90]
+    read = cellblock.rows(block, per_row)
+    # Stamps: a cell's index in the block, so a row's newest is its last cell's.
+    assert as_read(read) == [
+        (b"row-a", [b"t:" + q for q, _ in row_a], [v for _, v in row_a], 99),
+        (b"row-b", [b"t:\x00\x20\x00\x30\x00\x40"], [b"\x01\x02\x03\x00"], 100),
+        (b"row-c", [b"t:" + q for q, _ in row_c], [v for _, v in row_c], 172),
+        (b"row-dd", [b"t:" + q for q, _ in row_d], [v for _, v in row_d], 262),
+    ]
+    assert read[0].value_list()[40] == fake_head
+    assert read[2].column_list()[1:3] == [b"t:\x00\x20\x00\x30\x00\x40", b"t:\x01\x00\x00"]
+    assert read[3].value_list()[:4] == [b"\x00" * 8, b"\x01" * 8, b"\x02" * 8, b"\x03" * 4]
+    assert cellblock._offsets(block, 263).tolist() == cellblock._walk(block, 0, 263)
+
+
+def test_a_bulk_cut_block_of_values_of_one_length_and_of_several() -> None:
+    for widths in ((8,), (4, 8), (1, 1, 2)):
+        row = singles(300, widths)
+        read = cellblock.rows(*block_of([(b"r", row[:150]), (b"s", row[150:])]))
+        assert [len(r.values) for r in read] == [
+            sum(widths[i % len(widths)] for i in range(150)),
+            sum(widths[i % len(widths)] for i in range(150, 300))]
+        assert read[1].value_list()[0] == bytes([150]) * widths[150 % len(widths)]
+        assert read[1].column_list()[-1] == b"t:" + (299 * 16).to_bytes(2, "big")
+
+
+def test_a_bulk_cut_block_that_does_not_hold_its_cells_is_refused() -> None:
+    block, per_row = block_of([(b"row-a", singles(100, (1, 8)))])
+    for bad_block, bad_rows in ((block[:-1], per_row), (block + b"\x00", per_row),
+                                (block, [101]), (block, [99])):
+        with pytest.raises(cellblock.CellBlockError):
+            cellblock.rows(bad_block, bad_rows)
+    # A cell whose length is not its key's and value's (the first cell's: 1 byte more).
+    wrong = block[:3] + bytes([block[3] + 1]) + block[4:] + b"\x00"
+    with pytest.raises(cellblock.CellBlockError):
+        cellblock.rows(wrong, per_row)
