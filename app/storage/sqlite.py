@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from app.config import SETTINGS
 from app.errors import StorageError
 from app.storage import sqlite_columns, sqlite_hours
 from app.storage.base import (
@@ -93,6 +94,10 @@ QUALIFIER = "CASE WHEN z & 2 THEN tsd_unpack_qualifier(qualifier) ELSE qualifier
 # (:func:`_unpacked`), where a call of the SQL functions per cell cost ~3x the open hour's read.
 STORED = "z, qualifier, value"
 
+# Whether compacted columns are packed at rest: decided once, by the setting's default (a
+# store built directly, as tests and tools do, packs as a configured server does).
+PACK_CELLS_DEFAULT: bool = SETTINGS["tsd.storage.sqlite.pack_cells"].default
+
 Column = tuple[str, bytes]
 
 
@@ -114,7 +119,7 @@ class SqliteStore:
     sets_itself_up = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = False) -> None:
+                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT) -> None:
         self.path = str(path)
         self.pack_cells = pack_cells  # compacted columns packed at rest (sqlite_pack.py)
         self.synchronous = synchronous
