@@ -326,43 +326,51 @@ def unpack_many(packed: Sequence[bytes]) -> list[bytes]:
     return out
 
 
-def _local_index(counts: np.ndarray) -> np.ndarray:
-    """Each point's index in its own column, for columns of ``counts`` points in a row."""
-    firsts = np.cumsum(counts) - counts
-    return np.arange(int(counts.sum()), dtype=np.int64) - np.repeat(firsts, counts)
-
-
 def _unpack_decimals(raws: list[bytes], decimals: list[int]) -> list[bytes]:
-    """:func:`_unpack_decimal` of each inflated value, all points in one pass."""
-    counts = np.array([int.from_bytes(raw[:4], "little") for raw in raws], np.int64)
-    lengths = np.array([len(raw) for raw in raws], np.int64)
-    bits_at = np.cumsum(lengths) - lengths + 4
-    planes_at = bits_at + (counts + 7) // 8
-    joined = np.frombuffer(b"".join(raws), np.uint8)
-    point = _local_index(counts)
-    bit_bytes = joined[np.repeat(bits_at, counts) + (point >> 3)]
-    eight = ((bit_bytes >> (7 - (point & 7))) & 1).astype(bool)
-    first_plane = np.repeat(planes_at, counts) + point
-    stride = np.repeat(counts, counts)
-    planes = np.stack([joined[first_plane + plane * stride] for plane in range(4)], axis=1)
+    """:func:`_unpack_decimal` of each inflated value, all points in one pass: each value's
+    width bits, then each of its 4 byte planes, cut by slicing and joined over all values."""
+    counts = [int.from_bytes(raw[:4], "little") for raw in raws]
+    bytes_of_bits = [(count + 7) // 8 for count in counts]
+    eight = _bits([raw[4:4 + size] for raw, size in zip(raws, bytes_of_bits)],
+                  counts).astype(bool)
+    planes = np.empty((sum(counts), 4), np.uint8)
+    for plane in range(4):
+        planes[:, plane] = np.frombuffer(b"".join([
+            raw[at + plane * count:at + (plane + 1) * count]
+            for raw, count, at in zip(raws, counts, (4 + size for size in bytes_of_bits))]),
+            np.uint8)
     mantissas = planes.view("<i4").ravel()
     scales = np.repeat(np.array([10.0**count for count in decimals]), counts)
     floats = _floats(mantissas, scales, eight).tobytes()
-    ends = np.cumsum(np.where(eight, 8, 4)).tolist()
-    out, start, done = [], 0, 0
-    for raw, count in zip(raws, counts.tolist()):
-        done += count
-        end = ends[done - 1]
-        out.append(floats[start:end] + raw[4 + (count + 7) // 8 + 4 * count:])  # and its tail
+    # Each value's floats: 4 bytes a point and 4 more for each 8-byte one.
+    firsts = np.cumsum([0, *counts[:-1]])
+    wide_points = np.add.reduceat(eight, firsts, dtype=np.int64).tolist()  # a point or more each
+    out, start = [], 0
+    for raw, count, size, wide in zip(raws, counts, bytes_of_bits, wide_points):
+        end = start + 4 * (count + wide)
+        out.append(floats[start:end] + raw[4 + size + 4 * count:])  # and its tail
         start = end
     return out
 
 
 def unpack_qualifiers(keys: Sequence[bytes]) -> list[bytes]:
-    """:func:`unpack_qualifier` of each short key, all points in one pass: each key's runs
-    read here (a few varints), the offsets and flags of all the keys' points at once."""
-    counts, steps, repeats, modes, lows, highs, flags_at = [], [], [], [], [], [], []
-    total = start = 0  # the sum of every step so far; where the key starts in the join
+    """:func:`unpack_qualifier` of each short key: each distinct key once (the series of an
+    hour written together share their timestamps, so their keys), all in one pass."""
+    distinct = list(dict.fromkeys(keys))
+    if len(distinct) == len(keys):
+        return _unpack_distinct(keys)
+    found = dict(zip(distinct, _unpack_distinct(distinct)))
+    return [found[key] for key in keys]
+
+
+def _unpack_distinct(keys: Sequence[bytes]) -> list[bytes]:
+    """Each key's runs and flags read here (a few varints; the flags' bytes sliced off),
+    the offsets and flags of all the keys' points then made at once."""
+    counts, steps, repeats, modes = [], [], [], []
+    ones: tuple[list[int], list[int]] = ([], [])  # one flag: the flags, the counts
+    twos: tuple[list[bytes], list[int], list[int], list[int]] = ([], [], [], [])
+    nibbles: tuple[list[bytes], list[int]] = ([], [])
+    total = 0  # the sum of every step so far
     for key in keys:
         count, at = _read_varint(key, 4)
         mode = key[at]
@@ -370,13 +378,24 @@ def unpack_qualifiers(keys: Sequence[bytes]) -> list[bytes]:
         steps.append(first - total)  # the cumulative sum restarts at the key's first offset
         repeats.append(1)
         total = first
-        low = key[at + 1] if mode != NIBBLES else 0
         modes.append(mode)
-        lows.append(low)
-        highs.append(key[at + 2] if mode == TWO_FLAGS else low)
-        flags_at.append(start + at + (3 if mode == TWO_FLAGS else 1))
-        at += (2 if mode == ONE_FLAG else 3 + (count + 7) // 8 if mode == TWO_FLAGS
-               else 1 + (count + 1) // 2)
+        counts.append(count)
+        if mode == ONE_FLAG:
+            ones[0].append(key[at + 1])
+            ones[1].append(count)
+            at += 2
+        elif mode == TWO_FLAGS:
+            size = (count + 7) // 8
+            twos[0].append(key[at + 3:at + 3 + size])
+            twos[1].append(count)
+            twos[2].append(key[at + 1])
+            twos[3].append(key[at + 2] - key[at + 1])
+            at += 3 + size
+        else:
+            size = (count + 1) // 2
+            nibbles[0].append(key[at + 1:at + 1 + size])
+            nibbles[1].append(count)
+            at += 1 + size
         done = 1
         while len(key) - at >= 2:
             zigzag, at = _read_varint(key, at)
@@ -389,25 +408,34 @@ def unpack_qualifiers(keys: Sequence[bytes]) -> list[bytes]:
             done += run
         steps.append(0)  # offsets no run reached repeat the last (zeros in the slices)
         repeats.append(count - done)
-        counts.append(count)
-        start += len(key)
-    sizes = np.array(counts, np.int64)
     offsets = np.cumsum(np.repeat(np.array(steps, np.int64), repeats))
-    point = _local_index(sizes)
-    flags = np.repeat(np.array(lows, np.int64), sizes)
-    point_modes = np.repeat(np.array(modes, np.int64), sizes)
-    joined = np.frombuffer(b"".join(keys), np.uint8)
-    two, nibble = point_modes == TWO_FLAGS, point_modes == NIBBLES
-    if two.any():
-        data = joined[np.repeat(np.array(flags_at, np.int64), sizes)[two] + (point[two] >> 3)]
-        bits = (data >> (7 - (point[two] & 7))) & 1
-        flags[two] += bits * np.repeat(np.array(highs, np.int64) - np.array(lows), sizes)[two]
-    if nibble.any():
-        data = joined[np.repeat(np.array(flags_at, np.int64), sizes)[nibble] + (point[nibble] >> 1)]
-        flags[nibble] = (data >> np.where(point[nibble] & 1, 0, 4)) & 0x0F
+    point_modes = np.repeat(np.array(modes, np.uint8), counts)
+    flags = np.empty(len(offsets), np.int64)
+    if ones[1]:
+        flags[point_modes == ONE_FLAG] = np.repeat(ones[0], ones[1])
+    if twos[1]:
+        bits = _bits(twos[0], twos[1])
+        flags[point_modes == TWO_FLAGS] = (np.repeat(twos[2], twos[1])
+                                           + bits * np.repeat(twos[3], twos[1]))
+    if nibbles[1]:
+        data = np.frombuffer(b"".join(nibbles[0]), np.uint8)
+        both = np.stack((data >> 4, data & 0x0F), axis=1).ravel()
+        flags[point_modes == NIBBLES] = both[_kept(nibbles[1], [c % 2 for c in nibbles[1]])]
     words = ((offsets << 4) | flags).astype(">u2").tobytes()
     out, at = [], 0
     for count in counts:
         out.append(words[at:at + 2 * count])
         at += 2 * count
     return out
+
+
+def _bits(parts: list[bytes], counts: list[int]) -> np.ndarray:
+    """The first ``counts[i]`` bits of ``parts[i]`` (a bit a point, packed), all in a row."""
+    bits = np.unpackbits(np.frombuffer(b"".join(parts), np.uint8))
+    return bits[_kept(counts, [len(part) * 8 - count for part, count in zip(parts, counts)])]
+
+
+def _kept(counts: list[int], padding: list[int]) -> np.ndarray:
+    """A mask keeping ``counts[i]`` items, then dropping ``padding[i]``, for each ``i``."""
+    return np.repeat(np.tile(np.array([True, False]), len(counts)),
+                     [n for pair in zip(counts, padding) for n in pair])
