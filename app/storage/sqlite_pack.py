@@ -408,19 +408,29 @@ def _unpack_distinct(keys: Sequence[bytes]) -> list[bytes]:
             done += run
         steps.append(0)  # offsets no run reached repeat the last (zeros in the slices)
         repeats.append(count - done)
-    offsets = np.cumsum(np.repeat(np.array(steps, np.int64), repeats))
-    point_modes = np.repeat(np.array(modes, np.uint8), counts)
-    flags = np.empty(len(offsets), np.int64)
-    if ones[1]:
-        flags[point_modes == ONE_FLAG] = np.repeat(ones[0], ones[1])
-    if twos[1]:
-        bits = _bits(twos[0], twos[1])
-        flags[point_modes == TWO_FLAGS] = (np.repeat(twos[2], twos[1])
-                                           + bits * np.repeat(twos[3], twos[1]))
-    if nibbles[1]:
-        data = np.frombuffer(b"".join(nibbles[0]), np.uint8)
-        both = np.stack((data >> 4, data & 0x0F), axis=1).ravel()
-        flags[point_modes == NIBBLES] = both[_kept(nibbles[1], [c % 2 for c in nibbles[1]])]
+    # int32: a second-precision qualifier's offset is under 2**12 (its flags, 4 bits).
+    offsets = np.cumsum(np.repeat(np.array(steps, np.int32), repeats), dtype=np.int32)
+    parts = [(ONE_FLAG, ones[1]), (TWO_FLAGS, twos[1]), (NIBBLES, nibbles[1])]
+    single = len(keys) in (len(ones[1]), len(twos[1]), len(nibbles[1]))
+    point_modes = None if single else np.repeat(np.array(modes, np.uint8), counts)
+    flags = np.empty(len(offsets), np.int32)
+    for mode, mode_counts in parts:
+        if not mode_counts:
+            continue
+        if mode == ONE_FLAG:
+            these = np.repeat(np.array(ones[0], np.int32), mode_counts)
+        elif mode == TWO_FLAGS:
+            these = np.repeat(np.array(twos[2], np.int32), mode_counts)
+            these += _bits(twos[0], mode_counts) * np.repeat(np.array(twos[3], np.int32),
+                                                             mode_counts)
+        else:
+            data = np.frombuffer(b"".join(nibbles[0]), np.uint8)
+            both = np.stack((data >> 4, data & 0x0F), axis=1).ravel()
+            these = both[_kept(mode_counts, [c % 2 for c in mode_counts])]
+        if point_modes is None:
+            flags = these  # every key's flags are of this one kind
+        else:
+            flags[point_modes == mode] = these
     words = ((offsets << 4) | flags).astype(">u2").tobytes()
     out, at = [], 0
     for count in counts:

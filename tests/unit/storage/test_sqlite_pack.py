@@ -143,4 +143,6 @@ def test_a_scans_short_keys_unpacked_together_come_back_byte_for_byte() -> None:
     assert all(key is not None and len(key) % 2 == 1 for key in keys)
     order = [3, 0, 2, 1, 4, 0]
     assert unpack_qualifiers([keys[at] for at in order if keys[at]]) == [given[at] for at in order]
+    assert unpack_qualifiers([key for key in keys[:2] if key]) == given[:2]  # one kind of flags
+    assert unpack_qualifiers([key for key in keys[2:3] if key]) == given[2:3]
     assert unpack_qualifiers([]) == []
