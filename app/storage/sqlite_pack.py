@@ -24,8 +24,9 @@ arithmetic unpacking does).
 
 from __future__ import annotations
 
+import threading
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -449,3 +450,38 @@ def _kept(counts: list[int], padding: list[int]) -> np.ndarray:
     """A mask keeping ``counts[i]`` items, then dropping ``padding[i]``, for each ``i``."""
     return np.repeat(np.tile(np.array([True, False]), len(counts)),
                      [n for pair in zip(counts, padding) for n in pair])
+
+
+class Unpacked:
+    """Values (or short keys) unpacked lately, by their packed bytes, up to ``max_bytes``
+    (packed and unpacked): the open hour's merged columns stay as they are until compaction,
+    and every read of it (a dashboard's "last hour", refreshed) asks for the same ones again.
+    Keyed by content, an entry is never stale. When full it starts over (no order kept)."""
+
+    def __init__(self, unpack_all: Callable[[Sequence[bytes]], list[bytes]],
+                 max_bytes: int) -> None:
+        self._unpack_all = unpack_all
+        self.max_bytes = max_bytes
+        self._found: dict[bytes, bytes] = {}
+        self._bytes = 0
+        self._lock = threading.Lock()
+
+    def __call__(self, packed: Sequence[bytes]) -> list[bytes]:
+        """Each packed item unpacked, byte for byte: from here, or unpacked together."""
+        found = self._found
+        out = [found.get(item) for item in packed]
+        missing = [at for at, item in enumerate(out) if item is None]
+        if not missing:
+            return out  # type: ignore[return-value]  # every item was found
+        distinct = list(dict.fromkeys([packed[at] for at in missing]))
+        fresh = dict(zip(distinct, self._unpack_all(distinct)))
+        for at in missing:
+            out[at] = fresh[packed[at]]
+        added = sum(len(item) + len(value) for item, value in fresh.items())
+        with self._lock:
+            if self._bytes + added > self.max_bytes:
+                self._found, self._bytes = {}, 0
+            if added <= self.max_bytes:
+                self._found.update(fresh)
+                self._bytes += added
+        return out  # type: ignore[return-value]

@@ -6,6 +6,7 @@ import math
 import random
 import struct
 import zlib
+from collections.abc import Sequence
 
 import pytest
 
@@ -13,6 +14,7 @@ from app.storage.sqlite_pack import (
     DECIMAL,
     PLAIN,
     PLANES,
+    Unpacked,
     float_widths,
     pack,
     pack_qualifier,
@@ -146,3 +148,22 @@ def test_a_scans_short_keys_unpacked_together_come_back_byte_for_byte() -> None:
     assert unpack_qualifiers([key for key in keys[:2] if key]) == given[:2]  # one kind of flags
     assert unpack_qualifiers([key for key in keys[2:3] if key]) == given[2:3]
     assert unpack_qualifiers([]) == []
+
+
+def test_values_unpacked_lately_are_found_by_their_packed_bytes_and_forgotten_when_full() -> None:
+    value = floats([12.34, 99.99, 0.01, 57.0, 3.5] * 40)  # 801 bytes
+    other = floats([1.25] * 100)
+    packed, packed_other = pack(value, [4] * 200), pack(other, [4] * 100)
+    assert packed is not None and packed_other is not None
+    asked: list[int] = []
+
+    def unpack_counted(items: Sequence[bytes]) -> list[bytes]:
+        asked.append(len(items))
+        return unpack_many(items)
+
+    # Packed and unpacked: 39 + 801 and 26 + 401 bytes; room for one of them, not both.
+    unpacked = Unpacked(unpack_counted, max_bytes=1000)
+    assert unpacked([packed, packed]) == [value, value] and asked == [1]  # once each
+    assert unpacked([packed]) == [value] and asked == [1]  # found: not unpacked again
+    assert unpacked([packed_other, packed]) == [other, value] and asked == [1, 1]
+    assert unpacked([packed]) == [value] and asked == [1, 1, 1]  # full: it started over
