@@ -100,7 +100,7 @@ def test_with_packing_off_a_column_is_stored_as_written_and_replaces_its_packed_
         path: Path, table: SqliteTable) -> None:
     qualifier, value = compacted(360)
     table.put(ROW, {b"t:" + qualifier: value})  # packing on: keyed and deflated
-    plain = SqliteStore(path).table("tsdb")  # the default: off
+    plain = SqliteStore(path, pack_cells=False).table("tsdb")
     plain.put(ROW, {b"t:" + qualifier: value})
     assert stored_cells(path) == [(qualifier, value, None)]
     assert plain.row(ROW) == table.row(ROW) == {b"t:" + qualifier: value}
@@ -230,3 +230,32 @@ def test_packing_is_the_default_and_a_store_reads_every_form_whatever_its_settin
     [(_, _, _, quals, values)] = again.scan_packed(later, None, "t", [b""])
     assert (quals, values) == (qualifier, value)
     again.store.close()
+
+
+def test_a_store_built_without_saying_packs_as_a_configured_server_does(path: Path) -> None:
+    store = SqliteStore(path)  # the setting's default: packed (docs/configuration.md)
+    store.create_table("tsdb", {"t": {}})
+    qualifier, value = compacted(360)
+    store.table("tsdb").put(ROW, {b"t:" + qualifier: value})
+    [(key, raw, flags)] = stored_cells(path)
+    assert flags == 3 and len(raw) < len(value) // 2 and len(key) < 16
+
+
+def test_a_scan_unpacks_its_batches_packed_and_plain_cells_alike(
+        path: Path, table: SqliteTable) -> None:
+    # Rows of packed columns of several lengths beside cells too small to pack, read in
+    # batches of 2 SQL rows (each batch's packed cells are unpacked together).
+    expected = {}
+    for number, points in enumerate([360, 100, 9, 240]):
+        row = ROW[:-1] + bytes([number])
+        qualifier, value = compacted(points)
+        cells = {b"t:" + qualifier: value, b"t:\xe1\x0b": struct.pack(">f", 1.5 + number)}
+        table.put(row, cells)
+        expected[row] = cells
+    # 9 points: a short key, the value too small to deflate; the single cells left alone.
+    assert [found for _, _, found in stored_cells(path)] == [3, None, 3, None, 2, None, 3, None]
+    assert list(table.scan(batch_size=2)) == list(expected.items())
+    stamped = [(row, cells) for row, cells, _, _, _ in table.scan_stamped(b"", None, "t")]
+    assert stamped == list(expected.items())
+    keys = [(row, sorted(cells)) for row, cells in table.scan(keys_only=True, batch_size=3)]
+    assert keys == [(row, sorted(cells)) for row, cells in expected.items()]
