@@ -5,14 +5,14 @@ columns (``rollup_columns``) that is 60,000 B-tree entries joined by ``group_con
 copies of ~18 MB, most of the read's SQLite time). The embedded store also keeps, per part and
 block range (``BLOCK_SPANS`` row spans of one metric, all its series), the range's rows as one
 blob in this coarser form (``sqlite_columns.put_blocks``: only while every row of the range is
-current, dropped the moment one is not). The form, when every row has one key length and cell
-count (else no block: such ranges are read row by row):
+current, dropped the moment one is not). The form:
 
-    head (``BLOCK_HEAD``), newest write time per row (i8), value bytes per row (u4), the row
-    keys, zeros to 8 bytes; the values as a (rows, cells) matrix of doubles, or of int16 or
-    int32 when every cell is an integer that fits (an average's counts); the interval offsets
-    (u2) unless every row holds 0, 1, ... (full rows: the common case); the integer flags (u1)
-    unless all are one way.
+    head (``BLOCK_HEAD``), newest write time per row (i8), value bytes per row (u4), key
+    length per row (u2) and cells per row (u4) unless every row has the same (then in the
+    head), the row keys, zeros to 8 bytes; the cells' values as doubles, or as int16 or int32
+    when every cell is an integer that fits (an average's counts); their interval offsets
+    (u2) unless every row holds 0, 1, ... (full rows: the common case); their integer flags
+    (u1) unless all are one way (each array padded to 8 bytes).
 
 A read of a range takes its whole blocks from here and only its ends row by row
 (:func:`split`); the parts meet again as one :class:`rollup_columns.Part` (:func:`concat`).
@@ -66,32 +66,45 @@ def split(ranges: Sequence[Range], time_at: int, block_s: int
 
 
 def encode(blob: bytes) -> bytes | None:
-    """Row columns (``rollup_columns.part_of``'s input) as one block; None when their rows
-    differ in key length or cell count."""
+    """Row columns (``rollup_columns.part_of``'s input) as one block."""
     if not blob:
         return b""
     part = part_of(blob)
-    if not part.width or not (part.row_len == part.row_len[0]).all():
-        return None
-    rows, width, row_len = part.cells.size, part.width, int(part.row_len[0])
-    dense = bool((part.offsets == np.arange(width)).all())
-    ints = (ALL_INTS if part.is_int.all() else NO_INTS if not part.is_int.any() else MIXED)
+    rows = part.cells.size
+    row_len = int(part.row_len[0]) if (part.row_len == part.row_len[0]).all() else 0
+    width = part.width if part.width else (
+        int(part.cells[0]) if (part.cells == part.cells[0]).all() else 0)
+    values = part.values.reshape(-1)
+    is_int = part.is_int.reshape(-1)
+    dense = bool((part.offsets.reshape(-1) == _dense_offsets(part.cells)).all())
+    ints = ALL_INTS if is_int.all() else NO_INTS if not is_int.any() else MIXED
     kind = 0  # doubles, unless every value is an integer that fits a narrower type
     if ints == ALL_INTS:
-        kind = next((k for k in (1, 2) if _fits(part.values, VALUE_KINDS[k])), 0)
+        kind = next((k for k in (1, 2) if _fits(values, VALUE_KINDS[k])), 0)
     head = np.zeros(1, BLOCK_HEAD)
     head[0] = (MAGIC, rows, row_len, width, kind, ints, dense, 0)
     value_bytes = part.weight - part.cells * (part.row_len + COLUMN_PREFIX_BYTES
                                               + QUALIFIER_BYTES)
     pieces = [head.tobytes(), part.newest.astype("<i8").tobytes(),
-              value_bytes.astype("<u4").tobytes(), part.rows]
+              value_bytes.astype("<u4").tobytes()]
+    if not row_len:
+        pieces.append(part.row_len.astype("<u2").tobytes())
+    if not width:
+        pieces.append(part.cells.astype("<u4").tobytes())
+    pieces.append(part.rows)
     pieces.append(bytes(-sum(map(len, pieces)) % 8))
-    pieces.append(_padded(part.values.astype(VALUE_KINDS[kind]).tobytes()))
+    pieces.append(_padded(values.astype(VALUE_KINDS[kind]).tobytes()))
     if not dense:
-        pieces.append(_padded(part.offsets.astype("<u2").tobytes()))
+        pieces.append(_padded(part.offsets.reshape(-1).astype("<u2").tobytes()))
     if ints == MIXED:
-        pieces.append(_padded(part.is_int.astype(np.uint8).tobytes()))
+        pieces.append(_padded(is_int.astype(np.uint8).tobytes()))
     return b"".join(pieces)
+
+
+def _dense_offsets(cells: np.ndarray) -> np.ndarray:
+    """Each row's cells numbered 0, 1, ... (a full row's offsets)."""
+    total = int(cells.sum())
+    return np.arange(total) - np.repeat(np.cumsum(cells) - cells, cells)
 
 
 def _fits(values: np.ndarray, kind: np.dtype) -> bool:
@@ -104,9 +117,21 @@ def _padded(data: bytes) -> bytes:
     return data + bytes(-len(data) % 8)
 
 
+class _Reader:
+    """Arrays one after the other in a block, each starting where the last ended."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data, self.at = data, BLOCK_HEAD.itemsize
+
+    def take(self, dtype: str | np.dtype, count: int, align: bool = False) -> np.ndarray:
+        array = np.frombuffer(self.data, dtype, count, self.at)
+        self.at += array.nbytes + (-array.nbytes % 8 if align else 0)
+        return array
+
+
 def decode(data: bytes) -> Part | None:
-    """A block as a :class:`Part` (None: a range with no rows), its matrices views of
-    ``data`` where the form allows."""
+    """A block as a :class:`Part` (None: a range with no rows): matrices, views of ``data``
+    where the form allows, when every row has one cell count; else flat."""
     if not data:
         return None
     if len(data) < BLOCK_HEAD.itemsize:
@@ -115,33 +140,31 @@ def decode(data: bytes) -> Part | None:
     if int(head["magic"]) != MAGIC:
         raise ValueError("not a row column block")
     rows, row_len, width = int(head["rows"]), int(head["row_len"]), int(head["width"])
-    at = BLOCK_HEAD.itemsize
-    newest = np.frombuffer(data, "<i8", rows, at).astype(np.int64)
-    at += 8 * rows
-    value_bytes = np.frombuffer(data, "<u4", rows, at).astype(np.int64)
-    at += 4 * rows
-    keys = data[at:at + rows * row_len]
-    at += rows * row_len
-    at += -at % 8
+    read = _Reader(data)
+    newest = read.take("<i8", rows).astype(np.int64)
+    value_bytes = read.take("<u4", rows).astype(np.int64)
+    lengths = (np.full(rows, row_len, np.int64) if row_len
+               else read.take("<u2", rows).astype(np.int64))
+    cells = np.full(rows, width, np.int64) if width else read.take("<u4", rows).astype(np.int64)
+    keys_bytes = int(lengths.sum())
+    keys = data[read.at:read.at + keys_bytes]
+    read.at += keys_bytes + -(read.at + keys_bytes) % 8
+    total = int(cells.sum())
     kind = VALUE_KINDS[int(head["kind"])]
-    values = np.frombuffer(data, kind, rows * width, at).reshape(rows, width)
-    at += values.nbytes + -values.nbytes % 8
+    values = read.take(kind, total, align=True)
     if kind != VALUE_KINDS[0]:
         values = values.astype(np.float64)
-    if head["dense"]:
-        offsets = np.broadcast_to(np.arange(width, dtype="<u2"), (rows, width))
-    else:
-        offsets = np.frombuffer(data, "<u2", rows * width, at).reshape(rows, width)
-        at += offsets.nbytes + -offsets.nbytes % 8
+    offsets = (_dense_offsets(cells) if head["dense"]
+               else read.take("<u2", total, align=True).astype(np.int64))
     ints = int(head["ints"])
-    if ints == MIXED:
-        is_int = np.frombuffer(data, np.bool_, rows * width, at).reshape(rows, width)
-    else:
-        is_int = np.broadcast_to(np.array(ints == ALL_INTS), (rows, width))
-    cells = np.full(rows, width, np.int64)
-    lengths = np.full(rows, row_len, np.int64)
-    weight = cells * (row_len + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + value_bytes
-    return Part(keys, lengths, cells, weight, newest, offsets, values, is_int, width)
+    is_int = (read.take(np.dtype(np.bool_), total, align=True) if ints == MIXED
+              else np.full(total, ints == ALL_INTS))
+    weight = cells * (lengths + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + value_bytes
+    if width:
+        shape = (rows, width)
+        return Part(keys, lengths, cells, weight, newest, offsets.reshape(shape),
+                    values.reshape(shape), is_int.reshape(shape), width)
+    return Part(keys, lengths, cells, weight, newest, offsets, values, is_int)
 
 
 def concat(parts: Sequence[Part]) -> Part:
