@@ -81,7 +81,7 @@ def test_rows_of_differing_lengths_and_cells_round_trip_flat() -> None:
 
 
 def test_integer_counts_too_large_for_int16_are_int32_and_not_integral_ones_doubles() -> None:
-    for value, size in ((40000.0, 4), (2.0**40, 8)):
+    for value in (40000.0, 2.0**40):  # four bytes (int32), then eight (a double)
         blob = _row(_key(0), [(0, value, True)], 1)
         block = rollup_blocks.encode(blob)
         assert block is not None
