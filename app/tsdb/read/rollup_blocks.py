@@ -154,17 +154,20 @@ def decode(data: bytes) -> Part | None:
     values = read.take(kind, total, align=True)
     if kind != VALUE_KINDS[0]:
         values = values.astype(np.float64)
-    offsets = (_dense_offsets(cells) if head["dense"]
-               else read.take("<u2", total, align=True).astype(np.int64))
-    ints = int(head["ints"])
-    is_int = (read.take(np.dtype(np.bool_), total, align=True) if ints == MIXED
-              else np.full(total, ints == ALL_INTS))
+    dense, ints = bool(head["dense"]), int(head["ints"])
+    offsets = None if dense else read.take("<u2", total, align=True).astype(np.int64)
+    is_int = read.take(np.dtype(np.bool_), total, align=True) if ints == MIXED else None
     weight = cells * (lengths + COLUMN_PREFIX_BYTES + QUALIFIER_BYTES) + value_bytes
-    if width:
+    if width:  # matrices; what every row has alike, one row seen many times
         shape = (rows, width)
-        return Part(keys, lengths, cells, weight, newest, offsets.reshape(shape),
-                    values.reshape(shape), is_int.reshape(shape), width)
-    return Part(keys, lengths, cells, weight, newest, offsets, values, is_int)
+        return Part(keys, lengths, cells, weight, newest,
+                    np.broadcast_to(np.arange(width), shape) if offsets is None
+                    else offsets.reshape(shape), values.reshape(shape),
+                    np.broadcast_to(np.array(ints == ALL_INTS), shape) if is_int is None
+                    else is_int.reshape(shape), width)
+    return Part(keys, lengths, cells, weight, newest,
+                _dense_offsets(cells) if offsets is None else offsets, values,
+                np.full(total, ints == ALL_INTS) if is_int is None else is_int)
 
 
 def concat(parts: Sequence[Part]) -> Part:
