@@ -88,7 +88,8 @@ def query(db: str, name: str, cache: bool, profile: bool, runs: int) -> None:
           f"({cpu * 1000:.1f} CPU), process {(time.perf_counter() - begin_wall) * 1000:.0f} ms "
           f"({(time.process_time() - begin_cpu) * 1000:.0f} CPU), md5 "
           f"{hashlib.md5(body).hexdigest()[:12]}, {len(json.loads(body)[0]['dps'])} dps"
-          + (f"; earlier runs {' '.join(f'{ms:.0f}' for ms in later)} ms CPU" if later else ""))
+          + (f"; runs 2..{runs}: min {min(later):.0f}, median "
+             f"{sorted(later)[len(later) // 2]:.0f} ms CPU" if later else ""))
 
 
 def main() -> int:

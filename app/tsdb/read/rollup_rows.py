@@ -211,10 +211,12 @@ class RowSource:
                 pieces.append(rollup_columns.part_of(blob))
             present = [piece for piece in pieces if piece is not None]
             parts.append(rollup_blocks.concat(present) if present else None)
-        # The blocks of ranges over (their rows' columns all current by now, or left out).
+        # The blocks of ranges over, their rows' columns all current by now (a row only ever
+        # read from its cells, ``loose``, never is: no block of its range is tried).
         now_s = hour_cache.clock_ms() // 1000
         over = [(start, stop) for start, stop in found.unbuilt
-                if int.from_bytes(stop[self.time_at:], "big") <= now_s]
+                if int.from_bytes(stop[self.time_at:], "big") <= now_s
+                and not any(start <= key < stop for key, _ in loose)]
         columns.put_column_blocks(over, wanted, rollup_blocks.encode)
         return parts, loose
 
