@@ -24,7 +24,13 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from app.tsdb.read.rollup_columns import COLUMN_PREFIX_BYTES, QUALIFIER_BYTES, Part, part_of
+from app.tsdb.read.rollup_columns import (
+    COLUMN_PREFIX_BYTES,
+    QUALIFIER_BYTES,
+    Part,
+    alike,
+    part_of,
+)
 
 BLOCK_SPANS = 4  # row spans per block: a 30-day read of day rows takes ~7 blocks
 BLOCK_HEAD = np.dtype([("magic", "<u4"), ("rows", "<u4"), ("row_len", "<u2"),
@@ -170,6 +176,14 @@ def decode(data: bytes) -> Part | None:
                 np.full(total, ints == ALL_INTS) if is_int is None else is_int)
 
 
+def _joined(matrices: list[np.ndarray]) -> np.ndarray:
+    """Matrices one under the other; still one row seen again when each is that row."""
+    first = matrices[0]
+    if all(alike(m) and np.array_equal(m[0], first[0]) for m in matrices):
+        return np.broadcast_to(first[0], (sum(m.shape[0] for m in matrices), first.shape[1]))
+    return np.concatenate(matrices)
+
+
 def concat(parts: Sequence[Part]) -> Part:
     """Parts one after the other as one (matrices while every part has one cell count)."""
     if len(parts) == 1:
@@ -179,10 +193,9 @@ def concat(parts: Sequence[Part]) -> Part:
                                       for name in ("row_len", "cells", "weight", "newest"))
     widths = {p.width for p in parts}
     if len(widths) == 1 and 0 not in widths:
-        return Part(keys, row_len, cells, weight, newest,
-                    np.concatenate([p.offsets for p in parts]),
+        return Part(keys, row_len, cells, weight, newest, _joined([p.offsets for p in parts]),
                     np.concatenate([p.values for p in parts]),
-                    np.concatenate([p.is_int for p in parts]), widths.pop())
+                    _joined([p.is_int for p in parts]), widths.pop())
     return Part(keys, row_len, cells, weight, newest,
                 np.concatenate([p.offsets.reshape(-1).astype(np.int64) for p in parts]),
                 np.concatenate([p.values.reshape(-1) for p in parts]),
