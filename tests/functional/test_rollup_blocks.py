@@ -112,7 +112,7 @@ def test_a_month_with_gaps_is_read_from_blocks_as_from_the_cells(month: TSDB,
     assert _by_host(client, "sum:1h-sum:m{host=*}") == {
         host: {ts: value * 2 for ts, value in values.items()}
         for host, values in expected.items()}
-    # One whole block (days 6-10: full rows, one key length), nothing read row by row.
+    # One whole block (days 6-10: full rows, one key length), and day 10's rows by row.
     start, end = FIRST_BLOCK + 4 * 86400, FIRST_BLOCK + 8 * 86400 - 1
     assert _by_host(client, start=start, end=end) == {
         host: _expected(host, start, end) for host in ("a", "b", "c")}

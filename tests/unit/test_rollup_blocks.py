@@ -90,6 +90,29 @@ def test_integer_counts_too_large_for_int16_are_int32_and_not_integral_ones_doub
         assert len(block) == 16 + 8 + 4 + 13 + 7 + 8
 
 
+def test_full_rows_from_a_block_join_as_from_row_columns() -> None:
+    """Two series, two day rows each, three hourly cells per row, keys in time order as
+    stored: joined series after series, each in time order (the block's offsets and flags
+    broadcast, never gathered)."""
+    one, two = b"\x00\x00\x01\x00\x00\x02", b"\x00\x00\x01\x00\x00\x03"
+    rows = [(_key(0, one), 1.0), (_key(0, two), 10.0), (_key(86400, one), 2.0),
+            (_key(86400, two), 20.0)]
+    blob = b"".join(_row(key, [(o, first + o, True) for o in range(3)], 7)
+                    for key, first in rows)
+    block = rollup_blocks.decode(rollup_blocks.encode(blob) or b"")
+    assert block is not None and rollup_columns.alike(block.offsets)
+    hours = [0, 3600, 7200]
+    for part in (block, rollup_columns.part_of(blob)):
+        joined = rollup_columns.joined([part], 3, 3600)
+        assert joined.whole.ts_ms.tolist() == [
+            1000 * (base + h) for base in (0, 86400, 0, 86400) for h in hours]
+        assert joined.whole.values.tolist() == [1.0, 2.0, 3.0, 2.0, 3.0, 4.0,
+                                                10.0, 11.0, 12.0, 20.0, 21.0, 22.0]
+        assert joined.whole.is_int.all()
+        assert joined.spans.tolist() == [[0, 6, 12, 12], [6, 12, 12, 12]]
+        assert joined.first_keys == [_key(0, one), _key(0, two)]
+
+
 def test_an_empty_range_and_a_foreign_blob() -> None:
     assert rollup_blocks.encode(b"") == b""
     assert rollup_blocks.decode(b"") is None
