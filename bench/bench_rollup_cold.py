@@ -55,7 +55,6 @@ def build(db: str, day_series: int) -> None:
 
 
 def query(db: str, name: str, cache: bool, profile: bool, runs: int) -> None:
-    begin_wall, begin_cpu = time.perf_counter(), time.process_time()
     from app import create_app
 
     config = settings(db)
@@ -64,11 +63,11 @@ def query(db: str, name: str, cache: bool, profile: bool, runs: int) -> None:
     client = create_app(config).test_client()
     m, start, end = QUERIES[name]
     url = f"/api/query?start={start}&end={end}&m={m}"
-    later = []
-    for _ in range(runs - 1):  # the first query pays the process's first steps
-        cpu = time.process_time()
+    times = []  # (wall, CPU) ms of each query before the last
+    for _ in range(runs - 1):
+        wall, cpu = time.perf_counter(), time.process_time()
         client.get(url)
-        later.append((time.process_time() - cpu) * 1000)
+        times.append(((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000))
     if profile:
         import cProfile
         import pstats
@@ -77,20 +76,19 @@ def query(db: str, name: str, cache: bool, profile: bool, runs: int) -> None:
         profiler.enable()
     wall, cpu = time.perf_counter(), time.process_time()
     response = client.get(url)
-    wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
+    times.append(((time.perf_counter() - wall) * 1000, (time.process_time() - cpu) * 1000))
     if profile:
         profiler.disable()
         pstats.Stats(profiler).sort_stats("cumulative").print_stats(45)
         pstats.Stats(profiler).sort_stats("tottime").print_stats(25)
     assert response.status_code == 200, response.get_data(as_text=True)[:300]
     body = response.get_data()
-    print(f"{name} cache {'on' if cache else 'off'}: {wall * 1000:.1f} ms wall "
-          f"({cpu * 1000:.1f} CPU), process {(time.perf_counter() - begin_wall) * 1000:.0f} ms "
-          f"({(time.process_time() - begin_cpu) * 1000:.0f} CPU), md5 "
-          f"{hashlib.md5(body).hexdigest()[:12]}, {len(json.loads(body)[0]['dps'])} dps"
-          + (f"; runs 2..{runs}: min {min(later):.0f}, median "
-             f"{sorted(later)[len(later) // 2]:.0f} ms CPU" if later else ""))
-
+    later = sorted(cpu_ms for _, cpu_ms in times[1:])  # the first pays the process's first steps
+    print(f"{name} cache {'on' if cache else 'off'}: first query {times[0][0]:.0f} ms wall "
+          f"({times[0][1]:.0f} CPU); md5 {hashlib.md5(body).hexdigest()[:12]}, "
+          f"{len(json.loads(body)[0]['dps'])} dps"
+          + (f"; queries 2..{runs}: CPU min {later[0]:.0f}, median {later[len(later) // 2]:.0f} ms"
+             if later else ""))
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
