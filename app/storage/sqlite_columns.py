@@ -113,10 +113,9 @@ def scan(db: sqlite3.Connection, table: str, ranges: Sequence[tuple[bytes, bytes
     if own:
         db.execute("BEGIN")
     try:
+        found_blocks = _blocks(db, table, blocks, parts)
         for block_range in blocks:
-            block = dict(db.execute(
-                "SELECT part, data FROM row_column_blocks WHERE tbl = ? AND start = ?"
-                " AND stop = ?", (table, *block_range)).fetchall())
+            block = found_blocks.get(block_range, {})
             if all(part in block for part in parts):
                 for part in parts:
                     kept[part].append(block[part])
@@ -148,6 +147,26 @@ def scan(db: sqlite3.Connection, table: str, ranges: Sequence[tuple[bytes, bytes
             db.execute("COMMIT")
     return ColumnsRead(dirty, {part: b"".join(found) for part, found in joined.items()},
                        kept if blocks else {}, unbuilt)
+
+
+def _blocks(db: sqlite3.Connection, table: str, blocks: Sequence[tuple[bytes, bytes]],
+            parts: Sequence[int]) -> dict[tuple[bytes, bytes], dict[int, bytes]]:
+    """The kept blocks of ``blocks`` by range and part (of ``parts``): one statement per run
+    of adjacent ranges (a read's whole blocks are one run per key range)."""
+    runs: list[list[bytes]] = []
+    for start, stop in blocks:
+        if runs and runs[-1][1] == start:
+            runs[-1][1] = stop
+        else:
+            runs.append([start, stop])
+    found: dict[tuple[bytes, bytes], dict[int, bytes]] = {}
+    for first, last in runs:
+        for start, stop, part, data in db.execute(
+                "SELECT start, stop, part, data FROM row_column_blocks"
+                " WHERE tbl = ? AND start >= ? AND start < ? AND part IN ("
+                + ", ".join("?" * len(parts)) + ")", (table, first, last, *parts)):
+            found.setdefault((start, stop), {})[part] = data
+    return found
 
 
 def _bound(start: bytes, stop: bytes | None) -> tuple[str, list[object]]:
