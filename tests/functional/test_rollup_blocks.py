@@ -112,6 +112,11 @@ def test_a_month_with_gaps_is_read_from_blocks_as_from_the_cells(month: TSDB,
     assert _by_host(client, "sum:1h-sum:m{host=*}") == {
         host: {ts: value * 2 for ts, value in values.items()}
         for host, values in expected.items()}
+    # With the hour cache on, a fresh TSDB's first read takes the rows from the blocks too
+    # (each row kept by itself), the next from the cache.
+    cached = app_over(make_tsdb({**month.config, "tsd.query.cache.max_bytes": 64 << 20}))
+    assert _by_host(cached.test_client()) == expected
+    assert _by_host(cached.test_client()) == expected
     # One whole block (days 6-10: full rows, one key length), and day 10's rows by row.
     start, end = FIRST_BLOCK + 4 * 86400, FIRST_BLOCK + 8 * 86400 - 1
     assert _by_host(client, start=start, end=end) == {
