@@ -170,7 +170,8 @@ def test_a_store_from_before_blocks_opens_and_reads_right(month: TSDB, settled: 
     path = str(month.config["tsd.storage"]).removeprefix("sqlite:///")
     db = sqlite3.connect(path, isolation_level=None)
     db.executescript("DROP TRIGGER row_column_blocks_insert;"
-                     " DROP TRIGGER row_column_blocks_update; DROP TABLE row_column_blocks;")
+                     " DROP TRIGGER row_column_blocks_update; DROP TABLE row_column_blocks;"
+                     " DROP TABLE row_column_block_data;")
     db.close()
     reopened = make_tsdb(dict(month.config))
     again = app_over(reopened).test_client()
