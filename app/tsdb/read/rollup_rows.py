@@ -129,10 +129,14 @@ class RowSource:
         self.newest_only = able(table, SCAN_NEWEST) is not None
         self.prefixes = wanted.prefixes()
         self.time_at = time_at  # where a row key's base time starts (None: unknown)
+        # The last ``rows`` read's series joined, when it came from columns alone (each row
+        # kept by itself; ``rollup_ranges`` keeps the series too, without joining again).
+        self.joined_series: list[tuple[bytes, RollupRow]] | None = None
 
     def rows(self, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes,
                                                                                   RollupRow]]:
         """Every row of the ranges with cells of the wanted aggregates, in key order."""
+        self.joined_series = None
         if able(self.table, SCAN_PACKED) is None:
             for start, stop in ranges:
                 for key, cells in self.table.scan(row_start=start, row_stop=stop,
@@ -256,6 +260,8 @@ class RowSource:
         if kept:
             self.cache.put_many(self.space, kept)
             _SPACES_KEPT.add(self.space)
+        if not loose:
+            self.joined_series = sorted(_series_rows(whole), key=lambda item: item[0])
         return sorted(rows + loose, key=lambda item: item[0])
 
     def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
