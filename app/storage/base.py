@@ -16,8 +16,8 @@ Conventions, as in happybase:
 from __future__ import annotations
 
 import itertools
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
 import numpy as np
@@ -331,6 +331,10 @@ class ColumnsRead:
 
     dirty: list[tuple[bytes, int]]
     parts: dict[int, bytes]
+    # Per part, the kept blocks of the block ranges asked (one blob each, in the order
+    # asked), and the block ranges with no kept block (their rows are in ``parts``).
+    blocks: dict[int, list[bytes]] = field(default_factory=dict)
+    unbuilt: list[tuple[bytes, bytes]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -346,10 +350,20 @@ class ColumnsPut:
 @runtime_checkable
 class ScanColumns(Protocol):
     def scan_columns(self, ranges: Sequence[tuple[bytes, bytes | None]],
-                     parts: Sequence[int]) -> ColumnsRead:
+                     parts: Sequence[int],
+                     blocks: Sequence[tuple[bytes, bytes]] = ()) -> ColumnsRead:
         """The columnar form the caller put (:meth:`put_columns`) of the rows of ``ranges``,
         for the rows no cell of which changed since; the others listed. The store keeps it
-        beside the cells and never returns a part of a row changed after it was put."""
+        beside the cells and never returns a part of a row changed after it was put.
+        ``blocks``: key ranges read as one kept block each (:meth:`put_column_blocks`) where
+        one is kept for every part, else row by row as ``ranges`` are."""
+        ...
+
+    def put_column_blocks(self, blocks: Sequence[tuple[bytes, bytes]], parts: Sequence[int],
+                          encode: Callable[[bytes], bytes | None]) -> int:
+        """Keep each key range's rows of each part as one block: ``encode`` of their joined
+        blobs (None: keep no block of that range), only where every row's columns are
+        current (and dropped the moment one is not); the blocks kept."""
         ...
 
     def put_columns(self, rows: Sequence[ColumnsPut]) -> int:

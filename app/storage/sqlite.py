@@ -20,7 +20,7 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -550,7 +550,8 @@ class SqliteTable:
             yield from batch
 
     def scan_columns(self, ranges: Sequence[tuple[bytes, bytes | None]],
-                     parts: Sequence[int]) -> ColumnsRead:
+                     parts: Sequence[int],
+                     blocks: Sequence[tuple[bytes, bytes]] = ()) -> ColumnsRead:
         """The kept columnar parts of the rows of ``ranges`` (``sqlite_columns``): each part
         one joined blob per column over all current rows; the rows changed since listed. The
         first call on a table starts keeping them (its rows all listed, once)."""
@@ -560,7 +561,7 @@ class SqliteTable:
                 with self.store.transaction() as db:
                     sqlite_columns.enable(db, self.name)
             self.store._columns_on.add(self.name)
-        return sqlite_columns.scan(self._db(), self.name, ranges, parts)
+        return sqlite_columns.scan(self._db(), self.name, ranges, parts, blocks)
 
     def put_columns(self, rows: Sequence[ColumnsPut]) -> int:
         """Keep the rows' parts, each only if no cell of it changed since it was read."""
@@ -572,6 +573,16 @@ class SqliteTable:
             if not sqlite_columns.enabled(db, self.name):
                 return 0  # nothing marks its rows yet: scan_columns starts that
             return sqlite_columns.put(db, self.name, rows)
+
+    def put_column_blocks(self, blocks: Sequence[tuple[bytes, bytes]], parts: Sequence[int],
+                          encode: Callable[[bytes], bytes | None]) -> int:
+        """Keep each range's parts as one block (``sqlite_columns.put_blocks``)."""
+        if not blocks:
+            return 0
+        with self.store.transaction() as db:
+            if has_staged(db, self.name):  # staged cells mark their rows as they merge
+                merge_staged(db, self.name, self.store.pack_cells)
+            return sqlite_columns.put_blocks(db, self.name, blocks, parts, encode)
 
     def hour_prefixes(self, ranges: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
         """The hours of ``ranges`` with kept columns (``sqlite_hours``)."""

@@ -143,11 +143,15 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
         if part.width:  # whole rows moved at once
             shape = (rows, part.width)
             ts_ms = whole.ts_ms[out:end].reshape(shape)
-            ts_ms[...] = part.offsets[order]
+            # Rows alike (a block's full rows: broadcast views) need no gathering.
+            ts_ms[...] = part.offsets[0] if alike(part.offsets) else part.offsets[order]
             ts_ms *= interval_s * 1000
             ts_ms += base[order, None] * 1000
             np.take(part.values, order, axis=0, out=whole.values[out:end].reshape(shape))
-            np.take(part.is_int, order, axis=0, out=whole.is_int[out:end].reshape(shape))
+            if alike(part.is_int):
+                whole.is_int[out:end].reshape(shape)[...] = part.is_int[0]
+            else:
+                np.take(part.is_int, order, axis=0, out=whole.is_int[out:end].reshape(shape))
         else:
             gather = _cell_index(part.cells, order)
             ts_ms = whole.ts_ms[out:end]
@@ -251,6 +255,11 @@ def _series_by_key(rows: bytes, lengths: np.ndarray, time_at: int
         if first < 0 or key < keys[first]:
             firsts[number] = i
     return sid, base, firsts, keys.__getitem__
+
+
+def alike(matrix: np.ndarray) -> bool:
+    """Whether every row of ``matrix`` is one row seen again (a broadcast view)."""
+    return matrix.ndim == 2 and matrix.shape[0] > 0 and matrix.strides[0] == 0
 
 
 def _cell_index(cells: np.ndarray, order: np.ndarray) -> np.ndarray:

@@ -62,7 +62,11 @@ def closed_rows(source: RowSource, ranges: Sequence[Range]) -> list[tuple[bytes,
                 cache.put_range(space, key, replace(entry, payload=(*payload[:2], version)))
             return payload[0]
     rows = list(source.rows(ranges))
-    joined, whole = join_series(rows, source.series_key)
+    joined = source.joined_series  # read from columns: joined by series already
+    if joined:
+        whole = joined[0][1].decoded
+    else:
+        joined, whole = join_series(rows, source.series_key)
     settled = stamp[1] + RANGE_SETTLED_MS <= hour_cache.clock_ms()
     if settled and all(row.kept for _, row in rows):
         nbytes = (whole.ts_ms.nbytes + whole.values.nbytes + whole.is_int.nbytes

@@ -48,7 +48,7 @@ from app.storage.codec_rollup import (
 )
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, CachedRow, HourCache
-from app.tsdb.read import rollup_columns
+from app.tsdb.read import rollup_blocks, rollup_columns
 
 log = logging.getLogger(__name__)
 
@@ -129,10 +129,14 @@ class RowSource:
         self.newest_only = able(table, SCAN_NEWEST) is not None
         self.prefixes = wanted.prefixes()
         self.time_at = time_at  # where a row key's base time starts (None: unknown)
+        # The last ``rows`` read's series joined, when it came from columns alone (each row
+        # kept by itself; ``rollup_ranges`` keeps the series too, without joining again).
+        self.joined_series: list[tuple[bytes, RollupRow]] | None = None
 
     def rows(self, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes,
                                                                                   RollupRow]]:
         """Every row of the ranges with cells of the wanted aggregates, in key order."""
+        self.joined_series = None
         if able(self.table, SCAN_PACKED) is None:
             for start, stop in ranges:
                 for key, cells in self.table.scan(row_start=start, row_stop=stop,
@@ -198,12 +202,26 @@ class RowSource:
         columns put again once their span is over), and the rows decoded cell by cell."""
         wanted = [self.wanted.value_id] + (
             [self.wanted.count_id] if self.wanted.count_id is not None else [])
-        found = columns.scan_columns(ranges, wanted)
-        built, loose = self._rebuilt(columns, found.dirty, ranges)
+        assert self.time_at is not None
+        by_row, blocks = rollup_blocks.split(ranges, self.time_at,
+                                             self.span_s * rollup_blocks.BLOCK_SPANS)
+        found = columns.scan_columns(by_row, wanted, blocks)
+        built, loose = self._rebuilt(columns, found.dirty, [*by_row, *found.unbuilt])
         parts: list[rollup_columns.Part | None] = []
         for part in wanted:
+            pieces = [rollup_blocks.decode(data) for data in found.blocks.get(part, [])]
             blob = found.parts.get(part, b"") + built.get(part, b"")
-            parts.append(rollup_columns.part_of(blob) if blob else None)
+            if blob:
+                pieces.append(rollup_columns.part_of(blob))
+            present = [piece for piece in pieces if piece is not None]
+            parts.append(rollup_blocks.concat(present) if present else None)
+        # The blocks of ranges over, their rows' columns all current by now (a row only ever
+        # read from its cells, ``loose``, never is: no block of its range is tried).
+        now_s = hour_cache.clock_ms() // 1000
+        over = [(start, stop) for start, stop in found.unbuilt
+                if int.from_bytes(stop[self.time_at:], "big") <= now_s
+                and not any(start <= key < stop for key, _ in loose)]
+        columns.put_column_blocks(over, wanted, rollup_blocks.encode)
         return parts, loose
 
     def _from_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
@@ -242,6 +260,8 @@ class RowSource:
         if kept:
             self.cache.put_many(self.space, kept)
             _SPACES_KEPT.add(self.space)
+        if not loose:
+            self.joined_series = sorted(_series_rows(whole), key=lambda item: item[0])
         return sorted(rows + loose, key=lambda item: item[0])
 
     def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
