@@ -18,6 +18,7 @@ import struct
 
 import numpy as np
 
+from app.storage.codec_bulk import gather
 from app.storage.hbase_reply import ReplyRow
 
 _LENGTH = struct.Struct(">I")
@@ -133,14 +134,6 @@ def _at(block: bytes, dtype: str) -> np.ndarray:
     return np.ndarray((max(len(block) - size + 1, 0),), dtype, block, 0, (1,))
 
 
-def _gather(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> np.ndarray:
-    """The segments ``data[start:start + size]`` joined, and where each ends."""
-    ends = np.cumsum(sizes)
-    total = int(ends[-1]) if len(ends) else 0
-    index = np.arange(total, dtype=np.int64) - np.repeat(ends - sizes - starts, sizes)
-    return data[index]
-
-
 def _columns(data: np.ndarray, family_starts: np.ndarray, family_sizes: np.ndarray,
              qualifier_sizes: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``family:qualifier`` of every cell joined (family and qualifier are adjacent in the
@@ -177,10 +170,10 @@ def rows(block: bytes, cells_per_row: list[int]) -> list[ReplyRow]:
     key_ends = offsets + _CELL_HEAD + key_sizes
     stamps = _at(block, ">i8")[key_ends - 9]
     columns, column_ends = _columns(data, family_size_at + 1, family_sizes, qualifier_sizes)
-    values = _gather(data, key_ends, value_sizes)
+    values = gather(block, key_ends, value_sizes)
     value_ends = np.cumsum(value_sizes)
     return _split_rows(block, offsets, row_sizes, cells_per_row, columns.tobytes(),
-                       column_ends, values.tobytes(), value_ends, stamps)
+                       column_ends, values, value_ends, stamps)
 
 
 def _split_rows(block: bytes, offsets: np.ndarray, row_sizes: np.ndarray,
