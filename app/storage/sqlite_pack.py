@@ -221,13 +221,18 @@ def unpack_qualifier(key: bytes) -> bytes:
         while len(key) - at >= 2:
             zigzag, at = _read_varint(key, at)
             run, at = _read_varint(key, at)
-            steps[done:done + run] = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+            steps[done:done + run] = _unzigzag(zigzag)
             done += run
         steps[0] = first
         offsets = np.cumsum(steps, out=steps)
     offsets <<= 4
     offsets |= flags
     return offsets.astype(">u2").tobytes()
+
+
+def _unzigzag(zigzag: int) -> int:
+    """The signed difference a zigzag varint holds (0, -1, 1, -2, ... from 0, 1, 2, 3, ...)."""
+    return zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
 
 
 def _one_run(key: bytes, at: int, count: int) -> int | None:
@@ -237,7 +242,7 @@ def _one_run(key: bytes, at: int, count: int) -> int | None:
     run, after = _read_varint(key, after)
     if run != count - 1 or len(key) - after >= 2:
         return None
-    return zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+    return _unzigzag(zigzag)
 
 
 def _flags(flags: np.ndarray) -> bytes:
@@ -401,7 +406,7 @@ def _unpack_distinct(keys: Sequence[bytes]) -> list[bytes]:
         while len(key) - at >= 2:
             zigzag, at = _read_varint(key, at)
             run, at = _read_varint(key, at)
-            delta = zigzag // 2 if zigzag % 2 == 0 else -(zigzag + 1) // 2
+            delta = _unzigzag(zigzag)
             run = max(0, min(run, count - done))  # as the per-key slices would cut it
             steps.append(delta)
             repeats.append(run)
