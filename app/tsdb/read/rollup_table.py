@@ -115,8 +115,7 @@ class RollupReader(RowReader):
         takes thousands of series in a few statements, and a fresh process would otherwise
         look each name up by itself (a statement per name: 1,000 for 1,000 hosts)."""
         groups = list(groups)
-        self.tsdb.tagk.prefetch_names(k for group in groups for k, _ in group.tag_uids)
-        self.tsdb.tagv.prefetch_names(v for group in groups for _, v in group.tag_uids)
+        self.prefetch_tag_names(pair for group in groups for pair in group.tag_uids)
         return super().matching(groups)
 
     def _decode_all(self, groups: Sequence[SeriesRows]) -> list[codec.DecodedRow]:

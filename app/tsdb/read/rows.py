@@ -398,7 +398,13 @@ class RowReader:
     def prefetch_names(self, keys: Iterable[bytes]) -> None:
         """Read the tag names of these row keys' series in bulk (what :meth:`names` then
         finds in the UID caches)."""
-        tags = [pair for key in keys for pair in self.layout.parse_row_key(key).tags]
+        self.prefetch_tag_names(pair for key in keys
+                                for pair in self.layout.parse_row_key(key).tags)
+
+    def prefetch_tag_names(self, tag_uids: Iterable[tuple[bytes, bytes]]) -> None:
+        """Read the names of these ``(tagk, tagv)`` UIDs in bulk (:meth:`names` then finds
+        them in the UID caches)."""
+        tags = list(tag_uids)
         self.tsdb.tagk.prefetch_names(k for k, _ in tags)
         self.tsdb.tagv.prefetch_names(v for _, v in tags)
 
