@@ -22,7 +22,14 @@ from app.storage.hbase_native.client import NativeClient
 from app.storage.hbase_native.messages import Region
 from app.storage.hbase_native.multi import MultiWriter
 from app.tsdb import TSDB
-from tests.conftest import app_over, backend_config, drop_tables, hbase_address, hbase_zk_quorum
+from tests.conftest import (
+    app_over,
+    backend_config,
+    drop_tables,
+    hbase_address,
+    hbase_zk_quorum,
+    make_tsdb,
+)
 from tests.integration.test_hbase_native import split
 
 ROWS = [
@@ -200,7 +207,6 @@ POINTS = [{"metric": "nput.cpu", "timestamp": 1_700_000_000 + 10 * i, "value": v
 def native_tsdb(tmp_path: Path) -> Iterator[tuple[TSDB, dict[str, Any]]]:
     quorum = hbase_zk_quorum()
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})
-    from tests.conftest import make_tsdb
     thrift = make_tsdb(config)
     yield thrift, {**config, "tsd.storage.hbase.write_rpc": "native",
                    "tsd.storage.hbase.zk_quorum": quorum}
