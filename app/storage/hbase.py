@@ -122,7 +122,7 @@ class HBaseStore:
         # HBase's native RPC for the scans of these tables (``tsd.storage.hbase.scan_rpc``).
         self.native = native
         self.native_tables = native_tables
-        # ... and for every put (``tsd.storage.hbase.write_rpc``); appends stay on Thrift.
+        # ... and for every put and append (``tsd.storage.hbase.write_rpc``).
         self.native_writer = (MultiWriter(native.call, native.regions, native.zk_quorum)
                               if native is not None and native_writes else None)
         # Whether tables offer ``with_row_regex`` (tag filters narrowed on the region servers).
@@ -136,9 +136,10 @@ class HBaseStore:
         self.pool_size = max(pool_size, 1) + max(writers, 0)
         self.batcher: WriteBatcher | None = None
         if writers > 0:
+            appends = self.native_writer.append if self.native_writer is not None else None
             self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
                                         write_linger_ms, CELLS_PER_PUT,
-                                        wait_s=4 * timeout_ms / 1000 + 1)
+                                        wait_s=4 * timeout_ms / 1000 + 1, appends_call=appends)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -254,6 +255,9 @@ class HBaseStore:
 
     def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         """One ``append`` call: never repeated (a second one would append twice)."""
+        if self.native_writer is not None:
+            self.native_writer.append(table, [(row, column, value)])
+            return
         append = TAppend(table=table, row=row, columns=[column], values=[value])
         self.call(f"append to {table.decode()}", lambda c: c.append(append))
 

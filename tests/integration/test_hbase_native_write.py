@@ -247,3 +247,59 @@ def test_api_put_without_zookeeper_is_a_503_and_stores_nothing(
     assert found.status_code in (200, 400)  # the metric's UID may exist; no points do
     assert found.status_code == 400 or found.get_json() == []
     native.close()
+
+
+APPENDS = [(b"r1", b"t:\x05\x00\x00", b"\x00\x00\x01"), (b"r1", b"t:\x05\x00\x00", b"\x00\x10\x02"),
+           (b"r1", b"t:\x05\x00\x00", b"\x00\x20\x03\x04"), (b"r2", b"t:\x05\x00\x00", b"\x07")]
+
+
+def test_appends_natively_leave_the_bytes_thrift_appends_leave(
+        stores: tuple[HBaseStore, HBaseStore]) -> None:
+    thrift, native = stores
+    thrift.table("by_thrift").append_many(APPENDS)
+    native.table("by_native").append_many(APPENDS)  # batched: one Multi
+    native.table("by_native").append_many(APPENDS[3:])
+    thrift.table("by_thrift").append_many(APPENDS[3:])
+    assert listed(thrift.table("by_native")) == [
+        (b"r1", [(b"t:\x05\x00\x00", b"\x00\x00\x01\x00\x10\x02\x00\x20\x03\x04")]),
+        (b"r2", [(b"t:\x05\x00\x00", b"\x07\x07")]),
+    ]
+    assert listed(thrift.table("by_native")) == listed(thrift.table("by_thrift"))
+
+
+def test_appends_the_server_refused_are_sent_again_once_and_applied_once(
+        split_table: tuple[HBaseStore, bytes, Region]) -> None:
+    native, table, parent = split_table
+    assert native.native is not None
+    client = native.native
+    asked: list[bool] = []
+
+    def regions(name: bytes, refresh: bool) -> list[Region]:
+        asked.append(refresh)
+        return client.regions(name, refresh) if refresh else [parent]
+
+    writer = MultiWriter(client.call, regions, client.zk_quorum)
+    writer.append(table, [(b"\x10", b"t:a", b"x"), (b"\xf0", b"t:a", b"y")])
+    assert asked == [False, True]  # NotServingRegion for the parent: not applied there
+    assert [(key, dict(cells)) for key, cells in native.table("by_native").scan()] == [
+        (b"\x10", {b"t:a": b"x"}), (b"\xf0", {b"t:a": b"y"})]
+    writer.close()
+
+
+def test_an_append_whose_server_cannot_be_reached_is_not_sent_again(
+        stores: tuple[HBaseStore, HBaseStore]) -> None:
+    _, native = stores
+    assert native.native is not None
+    client = native.native
+    table = native.table("by_native").full_name
+    asked: list[bool] = []
+
+    def regions(name: bytes, refresh: bool) -> list[Region]:
+        asked.append(refresh)
+        return [Region(region.name, region.start, region.end, "127.0.0.1:1")
+                for region in client.regions(name)]
+
+    writer = MultiWriter(client.call, regions, client.zk_quorum)
+    with pytest.raises(StorageUnavailableError, match="append to"):
+        writer.append(table, APPENDS)
+    assert asked == [False]  # whether it was applied is unknown: never a second append

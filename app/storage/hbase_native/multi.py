@@ -29,6 +29,7 @@ import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase_native import messages, wire
@@ -37,10 +38,15 @@ from app.storage.hbase_native.rpc import RpcError
 from app.storage.hbase_native.zk import ZooKeeperError
 
 Rows = Sequence[tuple[bytes, dict[bytes, bytes]]]
+Cells = Sequence[tuple[bytes, bytes, bytes]]  # (row, column, value): appends
 Call = Callable[[str, str, bytes, bytes], tuple[bytes, bytes]]  # server, method, request, cells
 Regions = Callable[[bytes, bool], list[Region]]  # (table, refresh) -> regions in key order
+Encode = Callable[[Any], tuple[list[bytes], list[bytes]]]  # put_actions or append_actions
 
-PUT = 2  # MutationProto.MutationType
+APPEND, PUT = 0, 2  # MutationProto.MutationType
+# MutationProto.attribute 5 = NameBytesPair "_rr_" (Mutation's RETURN_RESULTS) = false: the
+# server answers an append without the cell it made (the whole row's bytes so far).
+_NO_RESULTS = b"\x2a\x09\x0a\x04_rr_\x12\x01\x00"
 PUT_CELL = 4  # KeyValue.Type.Put
 LATEST_TIMESTAMP = b"\x7f\xff\xff\xff\xff\xff\xff\xff"  # HConstants.LATEST_TIMESTAMP
 _CELL_HEAD = struct.Struct(">IIIH")  # length of the rest, key length, value length, row length
@@ -76,6 +82,23 @@ def put_actions(rows: Rows) -> tuple[list[bytes], list[bytes]]:
             extend((head(8 + key_size + len(value), key_size, len(value), row_size), row,
                     _BYTES[len(family)], family, qualifier, LATEST_TIMESTAMP, b"\x04", value))
     return actions, cells
+
+
+def append_actions(cells: Cells) -> tuple[list[bytes], list[bytes]]:
+    """The ``Action`` of each append (an ``APPEND`` of one cell, no result asked), and the
+    cells as a cell block's pieces (a cell of type Put, as HBase's ``Append.add`` makes)."""
+    actions: list[bytes] = []
+    block: list[bytes] = []
+    extend, head = block.extend, _CELL_HEAD.pack
+    for row, column, value in cells:
+        row_size = len(row)
+        mutation = b"\x0a" + _varint(row_size) + row + b"\x10\x00" + _NO_RESULTS + b"\x40\x01"
+        actions.append(b"\x12" + _varint(len(mutation)) + mutation)
+        family, _, qualifier = column.partition(b":")
+        key_size = 12 + row_size + len(family) + len(qualifier)
+        extend((head(8 + key_size + len(value), key_size, len(value), row_size), row,
+                _BYTES[len(family)], family, qualifier, LATEST_TIMESTAMP, b"\x04", value))
+    return actions, block
 
 
 def region_action(region_name: bytes, actions: Sequence[bytes]) -> bytes:
@@ -158,13 +181,13 @@ class _ServerBatch:
     """The rows of one region server's ``Multi``, by region."""
 
     regions: list[Region] = field(default_factory=list)
-    rows: list[list[tuple[bytes, dict[bytes, bytes]]]] = field(default_factory=list)
+    rows: list[list[Any]] = field(default_factory=list)  # puts' rows or appends' cells
 
 
 class _Retry(Exception):
     """Rows to send again after re-locating their regions, and why they failed."""
 
-    def __init__(self, rows: list[tuple[bytes, dict[bytes, bytes]]], reason: str) -> None:
+    def __init__(self, rows: list[Any], reason: str) -> None:
         super().__init__(reason)
         self.rows = rows
         self.reason = reason
@@ -185,40 +208,52 @@ class MultiWriter:
 
     def put(self, table: bytes, rows: Rows) -> None:
         """Store the rows' cells; returns once every action succeeded, raises otherwise."""
-        op = f"write to {table.decode(errors='replace')} (native RPC, ZooKeeper quorum " \
+        self._write(table, "write to", list(rows), put_actions, idempotent=True)
+
+    def append(self, table: bytes, cells: Cells) -> None:
+        """Append each ``(row, column, value)`` (one append per row and column in a call).
+        Sent again only when the server said it did not apply it (a moved region); a broken
+        connection or a timeout leaves it unknown: a 503, never a second append."""
+        self._write(table, "append to", list(cells), append_actions, idempotent=False)
+
+    def _write(self, table: bytes, verb: str, items: list[Any], encode: Encode,
+               idempotent: bool) -> None:
+        op = f"{verb} {table.decode(errors='replace')} (native RPC, ZooKeeper quorum " \
              f"{self.zk_quorum})"
-        pending = list(rows)
+        pending, reason = items, ""
         for refresh in (False, True):
             try:
-                failed = self._attempt(table, pending, refresh)
+                failed = self._attempt(table, pending, refresh, encode, idempotent)
             except (RpcError, ZooKeeperError, OSError, wire.WireError) as exc:
                 raise _storage_error(op, exc) from exc
             if not failed.rows:
                 return
-            pending = failed.rows
+            pending, reason = failed.rows, failed.reason
         raise StorageUnavailableError(
-            f"HBase is unavailable: {len(pending)} rows were not written ({op})", failed.reason)
+            f"HBase is unavailable: {len(pending)} rows were not written ({op})", reason)
 
-    def _attempt(self, table: bytes, rows: Rows, refresh: bool) -> _Retry:
+    def _attempt(self, table: bytes, rows: list[Any], refresh: bool, encode: Encode,
+                 idempotent: bool) -> _Retry:
         """One pass: a ``Multi`` per server; the rows to send again (none: all written)."""
         batches = self._by_server(table, rows, refresh)
         if len(batches) == 1:
             ((server, batch),) = batches.items()
-            retries = [self._send(server, batch)]
+            retries = [self._send(server, batch, encode, idempotent)]
         else:
             pool = self._executor()
-            futures = [pool.submit(self._send, server, batch)
+            futures = [pool.submit(self._send, server, batch, encode, idempotent)
                        for server, batch in batches.items()]
             retries = [future.result() for future in futures]
         again = [row for retry in retries for row in retry.rows]
         reasons = [retry.reason for retry in retries if retry.reason]
         return _Retry(again, "; ".join(reasons))
 
-    def _by_server(self, table: bytes, rows: Rows, refresh: bool) -> dict[str, _ServerBatch]:
+    def _by_server(self, table: bytes, rows: list[Any], refresh: bool
+                   ) -> dict[str, _ServerBatch]:
         regions = self._regions(table, refresh)
         starts = [region.start for region in regions]
         batches: dict[str, _ServerBatch] = {}
-        slots: dict[int, list[tuple[bytes, dict[bytes, bytes]]]] = {}
+        slots: dict[int, list[Any]] = {}
         for row in rows:
             at = bisect.bisect_right(starts, row[0]) - 1
             if at < 0 or not regions[at].holds(row[0]):
@@ -234,27 +269,30 @@ class MultiWriter:
             slot.append(row)
         return batches
 
-    def _send(self, server: str, batch: _ServerBatch) -> _Retry:
-        """One server's ``Multi``; its rows to send again (moved regions, a broken
-        connection). A timeout, or an exception that is not about where a region is, raises."""
+    def _send(self, server: str, batch: _ServerBatch, encode: Encode,
+              idempotent: bool) -> _Retry:
+        """One server's ``Multi``; its rows to send again (moved regions; a broken connection
+        if ``idempotent``). A timeout, or an exception that is not about where a region is,
+        raises."""
         everything = [row for rows in batch.rows for row in rows]
         if not server:
             return _Retry(everything, "a region is not assigned to a server")
         region_actions: list[bytes] = []
         block: list[bytes] = []
         for region, rows in zip(batch.regions, batch.rows, strict=True):
-            actions, cells = put_actions(rows)
+            actions, cells = encode(rows)
             region_actions.append(region_action(region.name, actions))
             block += cells
         try:
             response, _ = self._call(server, "Multi", multi_request(region_actions),
                                      b"".join(block))
         except RpcError as exc:
-            if exc.timed_out or (exc.exception_class and exc.short_class not in RELOCATE):
+            if (exc.timed_out or (exc.exception_class and exc.short_class not in RELOCATE)
+                    or (not idempotent and not exc.exception_class)):
                 raise
             return _Retry(everything, str(exc))
         failures = multi_failures(response, [len(rows) for rows in batch.rows])
-        again: list[tuple[bytes, dict[bytes, bytes]]] = []
+        again: list[Any] = []
         for failure in failures:
             if failure.exception_class and failure.short_class not in RELOCATE:
                 raise RpcError(f"Multi on {server}: {failure.message}", failure.exception_class)

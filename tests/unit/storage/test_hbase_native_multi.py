@@ -111,3 +111,14 @@ def test_a_call_with_a_cell_block_announces_its_length_in_the_request_header() -
     header = b"\x08\x00\x1a\x05Multi\x20\x01\x38\xf4\x03\x2a\x02\x08\x05"
     body = bytes([len(header)]) + header + b"\x02\x0a\x00" + b"CELLS"
     assert frame == len(body).to_bytes(4, "big") + body
+
+
+def test_an_append_asks_for_no_result_and_sends_its_cell_as_a_put_cell() -> None:
+    actions, cells = multi.append_actions([(b"r1", b"t:\x05\x00", b"\x09")])
+    # MutationProto: row 1, mutate_type 2 = APPEND (0), attribute 5 = NameBytesPair
+    # {name "_rr_", value false}, associated_cell_count 8 = 1.
+    mutation = b"\x0a\x02r1" + b"\x10\x00" + b"\x2a\x09\x0a\x04_rr_\x12\x01\x00" + b"\x40\x01"
+    assert actions == [b"\x12" + bytes([len(mutation)]) + mutation]
+    assert b"".join(cells) == (b"\x00\x00\x00\x1a" + b"\x00\x00\x00\x11" + b"\x00\x00\x00\x01"
+                               + b"\x00\x02r1" + b"\x01t" + b"\x05\x00" + LATEST + b"\x04"
+                               + b"\x09")
