@@ -85,10 +85,10 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.storage.hbase.write_rpc": Setting(
         "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
-        "pytsd: how puts reach HBase: `thrift` (`mutateRows` through the Thrift1 gateway) or "
-        "`native` (one `Multi` call per region server, its cells as a cell block; the region "
-        "servers found through ZooKeeper: `tsd.storage.hbase.zk_quorum`). Appends, deletes "
-        "and the UID calls stay on Thrift.",
+        "pytsd: how puts and appends reach HBase: `thrift` (through the Thrift1 gateway) or "
+        "`native` (one `Multi` call per region server, the cells as a cell block; the region "
+        "servers found through ZooKeeper: `tsd.storage.hbase.zk_quorum`). Deletes, gets and "
+        "the UID calls stay on Thrift.",
     ),
     "tsd.storage.hbase.zk_quorum": Setting(
         "localhost", str,

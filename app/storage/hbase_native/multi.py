@@ -1,6 +1,7 @@
-"""Puts over HBase's native RPC (``tsd.storage.hbase.write_rpc=native``): a batch of rows
-grouped by region (the client's cached regions from ``hbase:meta``), one ``ClientService.Multi``
-call per region server, the calls to different servers in flight at once.
+"""Puts and appends over HBase's native RPC (``tsd.storage.hbase.write_rpc=native``): a batch
+of rows grouped by region (the client's cached regions from ``hbase:meta``), one
+``ClientService.Multi`` call per region server, the calls to different servers in flight at
+once.
 
 A ``MultiRequest`` (``Client.proto``) holds a ``RegionAction`` per region (region 1, action 3),
 an ``Action`` per row (index 1, mutation 2) whose ``MutationProto`` says only row 1,
@@ -17,7 +18,9 @@ action must come back without an exception. Rows whose region moved, split or is
 yet (``NotServingRegionException``, ``RegionMovedException``, ...), or whose server's
 connection broke, are sent again once with the table's regions read again from ``hbase:meta``;
 what fails again, or times out, is a :class:`StorageUnavailableError` (a 503: nothing is
-acknowledged that HBase may not hold). Puts are idempotent, so sending a row twice is safe.
+acknowledged that HBase may not hold). Puts are idempotent, so sending a row twice is safe;
+an append (``APPEND`` actions asking for no result) is sent again only when the server said it
+did not apply it.
 """
 
 from __future__ import annotations
