@@ -26,6 +26,7 @@ did not apply it.
 from __future__ import annotations
 
 import bisect
+import itertools
 import os
 import struct
 import threading
@@ -149,6 +150,8 @@ def multi_failures(response: bytes, actions_per_region: Sequence[int]) -> list[F
         raise RpcError(f"Multi answered {len(results)} of {len(actions_per_region)} regions")
     failures: list[Failure] = []
     for region, (result, expected) in enumerate(zip(results, actions_per_region, strict=True)):
+        if result == _all_written(expected):  # what HBase answers when every action succeeded
+            continue
         answered = 0
         for number, value in wire.fields(result):
             if not isinstance(value, bytes):
@@ -166,6 +169,24 @@ def multi_failures(response: bytes, actions_per_region: Sequence[int]) -> list[F
             failures.append(Failure(region, None, "",
                                     f"Multi answered {answered} of {expected} actions"))
     return failures
+
+
+_written = (b"", [0])  # the answers of 0, 1, ... actions written: one prefix of the next
+
+
+def _all_written(count: int) -> memoryview:
+    """A ``RegionActionResult`` of ``count`` actions written: a ``ResultOrException`` each
+    with its index 1 and an empty result 2 (read field by field otherwise: ~1.4 µs per row)."""
+    global _written
+    answers, ends = _written
+    if count >= len(ends):  # grown to twice the count asked (threads: one of them wins)
+        more = [b"\x08" + _varint(index) + b"\x12\x00"
+                for index in range(len(ends) - 1, 2 * count)]
+        pieces = [b"\x0a" + _varint(len(one)) + one for one in more]
+        ends = ends + list(itertools.accumulate(map(len, pieces), initial=len(answers)))[1:]
+        answers = answers + b"".join(pieces)
+        _written = answers, ends
+    return memoryview(answers)[:ends[count]]
 
 
 def _action_failure(region: int, result: bytes) -> Failure | None:

@@ -57,6 +57,12 @@ def test_every_action_answered_without_an_exception_is_no_failure() -> None:
     # (index 1, an empty result 2), then an empty regionStatistics 3.
     response = b"\x0a\x0c\x0a\x04\x08\x00\x12\x00\x0a\x04\x08\x01\x12\x00\x1a\x00"
     assert multi.multi_failures(response, [2]) == []
+    # 200 actions: indexes from 128 on take two bytes (0x80 0x01 ...).
+    answers = b"".join(b"\x0a\x04\x08" + bytes([i]) + b"\x12\x00" for i in range(128)) + b"".join(
+        b"\x0a\x05\x08" + bytes([i & 0x7F | 0x80, 1]) + b"\x12\x00" for i in range(128, 200))
+    region = b"\x0a" + bytes([len(answers) & 0x7F | 0x80, len(answers) >> 7]) + answers
+    assert multi.multi_failures(region, [200]) == []
+    assert multi.multi_failures(region, [201])[0].message == "Multi answered 200 of 201 actions"
 
 
 def test_failures_of_an_action_of_a_region_and_a_missing_answer() -> None:
