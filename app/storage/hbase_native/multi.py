@@ -7,9 +7,9 @@ A ``MultiRequest`` (``Client.proto``) holds a ``RegionAction`` per region (regio
 an ``Action`` per row (index 1, mutation 2) whose ``MutationProto`` says only row 1,
 mutate_type 2 = PUT and associated_cell_count 8: the cells themselves follow the request as a
 ``KeyValueCodec`` cell block, in the actions' order, as HBase's own client sends them: no
-nested protobuf per cell (bench/bench_hbase_multi.py, one-cell rows: 1.5 against 5.2 µs of
-pytsd's CPU per row for a ``ColumnValue`` per cell built with ``wire``, and about 0.6x the
-region server's CPU). Each cell has HBase's "latest" timestamp, which the region
+nested protobuf per cell (bench/bench_hbase_multi.py, one-cell rows: 1.1–1.4 against
+4.8–5.0 µs of pytsd's CPU per row for a ``ColumnValue`` per cell built with ``wire``, and
+about half the region server's CPU). Each cell has HBase's "latest" timestamp, which the region
 server replaces with its clock, as for a Thrift ``mutateRows`` without a timestamp.
 
 The ``MultiResponse`` has a ``RegionActionResult`` per ``RegionAction`` in order (a
