@@ -51,7 +51,6 @@ APPEND, PUT = 0, 2  # MutationProto.MutationType
 # MutationProto.attribute 5 = NameBytesPair "_rr_" (Mutation's RETURN_RESULTS) = false: the
 # server answers an append without the cell it made (the whole row's bytes so far).
 _NO_RESULTS = b"\x2a\x09\x0a\x04_rr_\x12\x01\x00"
-PUT_CELL = 4  # KeyValue.Type.Put
 LATEST_TIMESTAMP = b"\x7f\xff\xff\xff\xff\xff\xff\xff"  # HConstants.LATEST_TIMESTAMP
 _CELL_HEAD = struct.Struct(">IIIH")  # length of the rest, key length, value length, row length
 _VARINTS = [wire.varint(i) for i in range(1 << 14)]  # indexes and lengths up to 16383
@@ -320,6 +319,8 @@ class MultiWriter:
         for failure in failures:
             if failure.exception_class and failure.short_class not in RELOCATE:
                 raise RpcError(f"Multi on {server}: {failure.message}", failure.exception_class)
+            if not failure.exception_class and not idempotent:  # unanswered: maybe applied
+                raise RpcError(f"Multi on {server}: {failure.message}")
             rows = batch.rows[failure.region]
             again += rows if failure.index is None else [rows[failure.index]]
         reason = f"{server}: {failures[0].message}" if failures else ""

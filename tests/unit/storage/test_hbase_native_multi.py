@@ -10,7 +10,9 @@ import threading
 
 import pytest
 
+from app.errors import StorageUnavailableError
 from app.storage.hbase_native import multi
+from app.storage.hbase_native.messages import Region
 from app.storage.hbase_native.rpc import Connection, RpcError
 
 LATEST = b"\x7f\xff\xff\xff\xff\xff\xff\xff"
@@ -128,3 +130,22 @@ def test_an_append_asks_for_no_result_and_sends_its_cell_as_a_put_cell() -> None
     assert b"".join(cells) == (b"\x00\x00\x00\x1a" + b"\x00\x00\x00\x11" + b"\x00\x00\x00\x01"
                                + b"\x00\x02r1" + b"\x01t" + b"\x05\x00" + LATEST + b"\x04"
                                + b"\x09")
+
+
+def test_an_unanswered_put_is_sent_again_but_an_unanswered_append_never() -> None:
+    region = Region(b"t,,1.x.", b"", b"", "rs:16020")
+    calls: list[str] = []
+
+    def call(server: str, method: str, request: bytes, cells: bytes) -> tuple[bytes, bytes]:
+        calls.append(method)
+        return b"\x0a\x00", b""  # a RegionActionResult answering none of the actions
+
+    writer = multi.MultiWriter(call, lambda table, refresh: [region], "zk")
+    with pytest.raises(StorageUnavailableError, match="1 rows were not written"):
+        writer.put(b"t", [(b"r", {b"t:q": b"v"})])
+    assert calls == ["Multi", "Multi"]
+    calls.clear()
+    with pytest.raises(StorageUnavailableError, match="append to t") as raised:
+        writer.append(b"t", [(b"r", b"t:q", b"v")])
+    assert "answered 0 of 1 actions" in str(raised.value.details)
+    assert calls == ["Multi"]  # maybe applied: never appended twice
