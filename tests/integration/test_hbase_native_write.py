@@ -2,8 +2,9 @@
 ``hbase_native.multi``) store the very cells the Thrift path stores: rows written natively and
 read back through Thrift byte for byte, many rows over two regions (a table split through the
 master's RPC), a region split after its location was cached, several servers' calls at once,
-an unreachable region server or ZooKeeper (a 503, nothing acknowledged), and ``/api/put``
-through the Flask app."""
+an unreachable region server or ZooKeeper (a 503, nothing acknowledged), ``/api/put``
+through the Flask app; appends leave Thrift's bytes, are sent again only when the server
+refused them."""
 
 from __future__ import annotations
 
