@@ -81,12 +81,20 @@ SETTINGS: dict[str, Setting] = {
         "pytsd: how data-table scans read HBase: `thrift` (through the Thrift1 gateway) or "
         "`native` (HBase's own RPC to the region servers, found through ZooKeeper: "
         "`tsd.storage.hbase.zk_quorum`; cells come back as cell blocks, not a Thrift object "
-        "each). Writes and other tables stay on Thrift.",
+        "each). Writes (see `tsd.storage.hbase.write_rpc`) and other tables stay on Thrift.",
+    ),
+    "tsd.storage.hbase.write_rpc": Setting(
+        "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
+        "pytsd: how puts and appends reach HBase: `thrift` (through the Thrift1 gateway) or "
+        "`native` (one `Multi` call per region server, the cells as a cell block; the region "
+        "servers found through ZooKeeper: `tsd.storage.hbase.zk_quorum`). Deletes, gets and "
+        "the UID calls stay on Thrift.",
     ),
     "tsd.storage.hbase.zk_quorum": Setting(
         "localhost", str,
         "ZooKeeper quorum of the HBase cluster (`host[:port]`, comma separated; port 2181 "
-        "unless given). pytsd reads it only with `tsd.storage.hbase.scan_rpc=native`, "
+        "unless given). pytsd reads it only with `tsd.storage.hbase.scan_rpc=native` or "
+        "`tsd.storage.hbase.write_rpc=native`, "
         "from the first server that answers.",
     ),
     "tsd.storage.hbase.zk_basedir": Setting(

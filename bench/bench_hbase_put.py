@@ -14,6 +14,11 @@ includes whatever else used HBase during the round.
 
     python bench/bench_hbase_put.py [--hbase HOST:PORT] [--opentsdb HOST:PORT --opentsdb-pid PID]
         [--rounds N] [--requests N] [--clients N] [--writers N] [--linger-ms MS] [--appends]
+        [--write-rpc thrift|native|both [--zk HOST[:PORT]]]
+
+``--write-rpc`` is pytsd's ``tsd.storage.hbase.write_rpc``; ``both`` runs two pytsd servers on
+the same tables, one per transport, and alternates them within each round (the order flipped
+every round); each server's CPU is its own process tree's.
 """
 
 from __future__ import annotations
@@ -27,8 +32,9 @@ import sys
 import time
 import uuid
 from collections.abc import Callable
+from contextlib import ExitStack
 
-from common import ROOT, descendants_cpu_s, gunicorn_server, pid_cpu_s
+from common import ROOT, gunicorn_server, pid_cpu_s
 
 from app.storage.hbase import HBaseStore
 
@@ -99,6 +105,31 @@ def timed_round(port: int, bodies: list[bytes], server_cpu: Callable[[], float],
     return points / elapsed, (server_cpu() - cpu_before) / points * 1e6, hbase_s / points * 1e6
 
 
+def children_pids() -> set[int]:
+    found: set[int] = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as children:
+            found.update(int(child) for child in children.read().split())
+    return found
+
+
+def tree_cpu_s(root: int) -> Callable[[], float]:
+    """CPU seconds so far of ``root`` and its living descendants (one server's)."""
+    def cpu() -> float:
+        total, pending = 0.0, [root]
+        while pending:
+            pid = pending.pop()
+            try:
+                for task in os.listdir(f"/proc/{pid}/task"):
+                    with open(f"/proc/{pid}/task/{task}/children") as children:
+                        pending += [int(child) for child in children.read().split()]
+                total += pid_cpu_s(pid)
+            except (FileNotFoundError, ProcessLookupError):
+                continue
+        return total
+    return cpu
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
@@ -115,6 +146,10 @@ def main() -> int:
     parser.add_argument("--writers", type=int, default=4,
                         help="tsd.storage.hbase.writers (0: no batching, each request's own call)")
     parser.add_argument("--linger-ms", type=float, default=1.0)
+    parser.add_argument("--write-rpc", choices=("thrift", "native", "both"), default="thrift",
+                        help="pytsd's tsd.storage.hbase.write_rpc (both: a server of each)")
+    parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum (default: "
+                        "HBase's host, port 2181)")
     args = parser.parse_args()
     hbase_pids = java_pids("org.apache.hadoop.hbase.thrift.ThriftServer") + java_pids(
         "org.apache.hadoop.hbase.master.HMaster")
@@ -133,11 +168,21 @@ def main() -> int:
           f"{', appends' if args.appends else ''}; OpenTSDB "
           f"{'?sync' if args.opentsdb_sync else 'without sync'}; HBase JVMs {hbase_pids}; "
           f"load average {os.getloadavg()[0]:.1f} (a shared machine)")
+    rpcs = ("thrift", "native") if args.write_rpc == "both" else (args.write_rpc,)
+    zk_quorum = args.zk or args.hbase.rpartition(":")[0] + ":2181"
     try:
-        with gunicorn_server(env, workers=args.workers) as url:
-            port = int(url.rsplit(":", 1)[1])
+        with ExitStack() as stack:
+            servers: dict[str, tuple[int, Callable[[], float]]] = {}
+            for rpc in rpcs:
+                before = children_pids()
+                url = stack.enter_context(gunicorn_server(
+                    {**env, "TSD_STORAGE_HBASE_WRITE_RPC": rpc,
+                     "TSD_STORAGE_HBASE_ZK_QUORUM": zk_quorum}, workers=args.workers))
+                (master,) = children_pids() - before
+                servers[rpc] = (int(url.rsplit(":", 1)[1]), tree_cpu_s(master))
             warm = bodies_for(0, SERIES // POINTS_PER_REQUEST, hour_s)
-            asyncio.run(run_clients(port, [warm]))  # UIDs and templates
+            for port, _ in servers.values():
+                asyncio.run(run_clients(port, [warm]))  # UIDs and templates
             if args.opentsdb:
                 asyncio.run(run_clients(int(args.opentsdb.rsplit(":", 1)[1]), [warm]))
             sent = len(warm)
@@ -149,19 +194,25 @@ def main() -> int:
             for round_no in range(args.rounds):
                 bodies = bodies_for(sent, args.requests, hour_s)
                 sent += args.requests
-                rate, cpu, hb = timed_round(port, bodies, descendants_cpu_s, hbase_pids,
-                                            args.clients)
-                print(f"round {round_no}: pytsd    {rate:>9,.0f} points/s, server "
-                      f"{cpu:6.1f} us/point, HBase {hb:6.1f} us/point")
+                order = list(servers.items())
+                results: dict[str, tuple[float, float, float]] = {}
+                for rpc, (port, server_cpu) in order[::-1] if round_no % 2 else order:
+                    rate, cpu, hb = timed_round(port, bodies_for(sent, args.requests, hour_s),
+                                                server_cpu, hbase_pids, args.clients)
+                    sent += args.requests
+                    results[rpc] = rate, cpu, hb
+                    print(f"round {round_no}: pytsd {rpc:<6} {rate:>9,.0f} points/s, server "
+                          f"{cpu:6.1f} us/point, HBase {hb:6.1f} us/point")
                 if args.opentsdb:
                     rate_o, cpu_o, hb_o = timed_round(
                         int(args.opentsdb.rsplit(":", 1)[1]), bodies, opentsdb_cpu, hbase_pids,
                         args.clients, "/api/put?sync" if args.opentsdb_sync else "/api/put",
                         settle_s=1.5)
-                    print(f"round {round_no}: OpenTSDB {rate_o:>9,.0f} points/s, server "
-                          f"{cpu_o:6.1f} us/point, HBase {hb_o:6.1f} us/point; pytsd/OpenTSDB "
-                          f"{rate / rate_o:.2f}x points/s, {(cpu + hb) / (cpu_o + hb_o):.2f}x "
-                          f"CPU per point")
+                    print(f"round {round_no}: OpenTSDB     {rate_o:>9,.0f} points/s, server "
+                          f"{cpu_o:6.1f} us/point, HBase {hb_o:6.1f} us/point")
+                    for rpc, (rate, cpu, hb) in results.items():
+                        print(f"round {round_no}: pytsd {rpc}/OpenTSDB {rate / rate_o:.2f}x "
+                              f"points/s, {(cpu + hb) / (cpu_o + hb_o):.2f}x CPU per point")
     finally:
         host, _, port_text = args.hbase.rpartition(":")
         store = HBaseStore(host, int(port_text), prefix, timeout_ms=60_000)

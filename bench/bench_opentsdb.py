@@ -21,11 +21,14 @@ Not for CI (minutes, and it needs HBase up: ``make hbase-up``). HBase's JVMs are
 their main classes; their CPU includes anything else using HBase meanwhile.
 
     python bench/bench_opentsdb.py [--hbase HOST:PORT] [--rounds N] [--runs N]
-        [--opentsdb-port PORT] [--skip ingest,query] [--scan-rpc native [--zk HOST[:PORT]]]
+        [--opentsdb-port PORT] [--skip ingest,query] [--scan-rpc native] [--write-rpc native]
+        [--zk HOST[:PORT]]
 
 ``--scan-rpc native`` runs pytsd's servers with ``tsd.storage.hbase.scan_rpc=native``
 (data-table scans over HBase's own RPC, docs/hbase.md "Native scans") and
 ``tsd.storage.hbase.zk_quorum`` = ``--zk`` (default: HBase's host, port 2181).
+``--write-rpc native``: ``tsd.storage.hbase.write_rpc=native`` (puts as ``Multi`` calls to the
+region servers, docs/hbase.md "Native writes").
 """
 
 from __future__ import annotations
@@ -218,11 +221,13 @@ def print_ratios(state: str, medians: dict[str, dict[str, float]]) -> None:
         print(f"  {state:<12} {name:<7} {ratios}")
 
 
-def scan_rpc_env(scan_rpc: str, zk_quorum: str) -> dict[str, str]:
-    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` (and, native, the quorum)."""
-    if scan_rpc == "thrift":
+def rpc_env(scan_rpc: str, write_rpc: str, zk_quorum: str) -> dict[str, str]:
+    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` and ``write_rpc`` (and, either
+    native, the quorum)."""
+    if scan_rpc == write_rpc == "thrift":
         return {}
     return {env_name("tsd.storage.hbase.scan_rpc"): scan_rpc,
+            env_name("tsd.storage.hbase.write_rpc"): write_rpc,
             env_name("tsd.storage.hbase.zk_quorum"): zk_quorum}
 
 
@@ -239,8 +244,10 @@ def main() -> int:
     parser.add_argument("--skip", default="", help="phases to leave out: ingest, query")
     parser.add_argument("--scan-rpc", choices=("thrift", "native"), default="thrift",
                         help="pytsd's tsd.storage.hbase.scan_rpc")
+    parser.add_argument("--write-rpc", choices=("thrift", "native"), default="thrift",
+                        help="pytsd's tsd.storage.hbase.write_rpc")
     parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum with "
-                        "--scan-rpc native (default: HBase's host)")
+                        "--scan-rpc or --write-rpc native (default: HBase's host)")
     args = parser.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     host, _, port_text = args.hbase.rpartition(":")
@@ -249,7 +256,8 @@ def main() -> int:
     config = {"tsd.storage": f"hbase://{args.hbase}", "tsd.storage.hbase.table_prefix": prefix,
               "tsd.storage.hbase.timeout_ms": 60_000, "tsd.core.auto_create_metrics": True}
     env = {"TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix,
-           "TSD_CORE_AUTO_CREATE_METRICS": "true", **scan_rpc_env(args.scan_rpc, args.zk or host)}
+           "TSD_CORE_AUTO_CREATE_METRICS": "true",
+           **rpc_env(args.scan_rpc, args.write_rpc, args.zk or host)}
     hbase_roles = {"gateway": lambda: put.java_pids("org.apache.hadoop.hbase.thrift.ThriftServer"),
                    "region server": lambda: put.java_pids("org.apache.hadoop.hbase.master.HMaster")}
     opentsdb_pid = start_opentsdb(args.opentsdb_port, args.hbase)

@@ -55,6 +55,7 @@ from app.storage.base import Row, prefix_stop
 from app.storage.hbase_native import filters as native_filters
 from app.storage.hbase_native.calls import NativeScannerCalls
 from app.storage.hbase_native.client import NativeClient
+from app.storage.hbase_native.multi import MultiWriter
 from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
@@ -115,11 +116,15 @@ class HBaseStore:
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,
                  scan_filters: bool = True, native: NativeClient | None = None,
-                 native_tables: frozenset[str] = frozenset()) -> None:
+                 native_tables: frozenset[str] = frozenset(), native_writes: bool = False
+                 ) -> None:
         self.host = host
         # HBase's native RPC for the scans of these tables (``tsd.storage.hbase.scan_rpc``).
         self.native = native
         self.native_tables = native_tables
+        # ... and for every put and append (``tsd.storage.hbase.write_rpc``).
+        self.native_writer = (MultiWriter(native.call, native.regions, native.zk_quorum)
+                              if native is not None and native_writes else None)
         # Whether tables offer ``with_row_regex`` (tag filters narrowed on the region servers).
         self.scan_filters = scan_filters
         self.port = port
@@ -131,9 +136,10 @@ class HBaseStore:
         self.pool_size = max(pool_size, 1) + max(writers, 0)
         self.batcher: WriteBatcher | None = None
         if writers > 0:
+            appends = self.native_writer.append if self.native_writer is not None else None
             self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
                                         write_linger_ms, CELLS_PER_PUT,
-                                        wait_s=4 * timeout_ms / 1000 + 1)
+                                        wait_s=4 * timeout_ms / 1000 + 1, appends_call=appends)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -152,7 +158,9 @@ class HBaseStore:
         if not host or not port.isdigit():
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
         native = None
-        if config["tsd.storage.hbase.scan_rpc"] == "native":
+        scans, writes = (config[f"tsd.storage.hbase.{rpc}_rpc"] == "native"
+                         for rpc in ("scan", "write"))
+        if scans or writes:
             native = NativeClient(config["tsd.storage.hbase.zk_quorum"],
                                   config["tsd.storage.hbase.zk_basedir"],
                                   config["tsd.storage.hbase.timeout_ms"] / 1000)
@@ -160,7 +168,7 @@ class HBaseStore:
                    config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
                    config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"],
                    config["tsd.storage.hbase.scan_filters"], native,
-                   frozenset({config["tsd.storage.hbase.data_table"]}))
+                   frozenset({config["tsd.storage.hbase.data_table"]} if scans else ()), writes)
 
     # ------------------------------------------------------------ connections
 
@@ -233,7 +241,11 @@ class HBaseStore:
     # ------------------------------------------------------------ writes
 
     def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
-        """One ``mutateRows`` call (the batcher's, or a direct write without it)."""
+        """One ``mutateRows`` call (the batcher's, or a direct write without it); natively,
+        a ``Multi`` call per region server."""
+        if self.native_writer is not None:
+            self.native_writer.put(table, rows)
+            return
         args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
         # Puts are idempotent: repeating one after a broken connection is safe.
         self.call_on_connection(
@@ -243,6 +255,9 @@ class HBaseStore:
 
     def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         """One ``append`` call: never repeated (a second one would append twice)."""
+        if self.native_writer is not None:
+            self.native_writer.append(table, [(row, column, value)])
+            return
         append = TAppend(table=table, row=row, columns=[column], values=[value])
         self.call(f"append to {table.decode()}", lambda c: c.append(append))
 
@@ -340,6 +355,8 @@ class HBaseStore:
             if self._pool is not None and self._pid == os.getpid():
                 self._pool.close()
             self._pool, self._executor, self._prefetch = None, None, None
+        if self.native_writer is not None:
+            self.native_writer.close()
         if self.native is not None:
             self.native.close()
 

@@ -15,6 +15,8 @@ calls in flight on separate connections go ~2x faster than one after the other. 
   than the write itself (bench/bench_put_phases.py);
 * appends of one row and column are concatenated in arrival order into one ``append`` call
   (the bytes the same appends in sequence leave in the cell), the rows' calls in parallel;
+  or, given an ``appends_call`` (the native client's ``Multi``), into one append each of
+  chunks of many rows and columns, like the puts;
 * up to ``writers`` leaders write at once, so one batch is gathered while the last is
   written; a leader done writing leads again while rows wait with nobody gathering them.
 
@@ -39,6 +41,8 @@ from app.errors import StorageError, StorageUnavailableError
 # (table, rows) -> None: one mutateRows call; (table, row, column, value) -> None: one append.
 PutCall = Callable[[bytes, list[tuple[bytes, dict[bytes, bytes]]]], None]
 AppendCall = Callable[[bytes, bytes, bytes, bytes], None]
+# (table, [(row, column, value)]) -> None: many appends in one call.
+AppendsCall = Callable[[bytes, list[tuple[bytes, bytes, bytes]]], None]
 ROWS_PER_CALL_MIN = 64  # below this, splitting a batch over connections costs more than it saves
 
 
@@ -79,9 +83,11 @@ class WriteBatcher:
     """Merges concurrent writes of one process into large Thrift calls (module docstring)."""
 
     def __init__(self, put_call: PutCall, append_call: AppendCall, writers: int,
-                 linger_ms: float, max_cells: int, wait_s: float) -> None:
+                 linger_ms: float, max_cells: int, wait_s: float,
+                 appends_call: AppendsCall | None = None) -> None:
         self._put_call = put_call
         self._append_call = append_call
+        self._appends_call = appends_call
         self.writers = max(1, writers)
         self.linger_s = max(0.0, linger_ms) / 1000
         self.max_cells = max_cells
@@ -208,8 +214,15 @@ class WriteBatcher:
             rows = sorted(batch.puts.items())
             for chunk in _chunks(rows, self.writers, self.max_cells):
                 calls.append(partial(self._put_call, table, chunk))
-        for (row, column), values in batch.appends.items():
-            calls.append(partial(self._append_call, table, row, column, b"".join(values)))
+        if self._appends_call is not None and batch.appends:
+            appends = [(row, column, b"".join(values))
+                       for (row, column), values in sorted(batch.appends.items())]
+            for start in range(0, len(appends), self.max_cells):
+                calls.append(partial(self._appends_call, table,
+                                     appends[start:start + self.max_cells]))
+        else:
+            for (row, column), values in batch.appends.items():
+                calls.append(partial(self._append_call, table, row, column, b"".join(values)))
         if not calls:
             return
         sequences = [calls[i::self.writers] for i in range(min(self.writers, len(calls)))]

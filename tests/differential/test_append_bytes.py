@@ -22,7 +22,7 @@ import happybase
 import pytest
 
 from app.storage.hbase import HBaseStore
-from tests.conftest import app_over, make_tsdb
+from tests.conftest import app_over, hbase_zk_quorum, make_tsdb
 from tests.differential.oracle import OpenTSDB, opentsdb_settings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -69,8 +69,8 @@ def raw_cells(address: str, table: str) -> dict[bytes, dict[bytes, bytes]]:
         connection.close()
 
 
-@pytest.fixture
-def two_writers() -> Iterator[tuple[str, OpenTSDB, Any, str, str]]:
+@pytest.fixture(params=["thrift", "native"])  # pytsd's tsd.storage.hbase.write_rpc
+def two_writers(request: pytest.FixtureRequest) -> Iterator[tuple[str, OpenTSDB, Any, str, str]]:
     address = _hbase()
     run = uuid.uuid4().hex[:8]
     prefix_o, prefix_p = f"apb{run}o_", f"apb{run}p_"
@@ -78,7 +78,9 @@ def two_writers() -> Iterator[tuple[str, OpenTSDB, Any, str, str]]:
                    opentsdb_settings(0, appends=True, compaction=False))
     tsdb = make_tsdb({"tsd.storage": f"hbase://{address}", "tsd.core.auto_create_metrics": True,
                       "tsd.storage.enable_appends": True,
-                      "tsd.storage.hbase.table_prefix": prefix_p})
+                      "tsd.storage.hbase.table_prefix": prefix_p,
+                      "tsd.storage.hbase.write_rpc": request.param,
+                      "tsd.storage.hbase.zk_quorum": hbase_zk_quorum()})
     try:
         tsd.start()
         yield address, tsd, app_over(tsdb).test_client(), prefix_o, prefix_p

@@ -39,11 +39,13 @@ class NativeClient:
 
     # ------------------------------------------------------------ connections
 
-    def call(self, server: str, method: str, request: bytes) -> tuple[bytes, bytes]:
-        """One call on a pooled connection to ``server`` (``host:port``)."""
+    def call(self, server: str, method: str, request: bytes,
+             cells: bytes = b"") -> tuple[bytes, bytes]:
+        """One call on a pooled connection to ``server`` (``host:port``); ``cells``: a cell
+        block sent with the request (``multi``'s puts)."""
         connection = self._borrow(server)
         try:
-            reply = connection.call(method, request)
+            reply = connection.call(method, request, cells)
         finally:
             self._give_back(server, connection)
         return reply

@@ -84,9 +84,10 @@ class Connection:
     def closed(self) -> bool:
         return self.sock is None
 
-    def call(self, method: str, request: bytes) -> tuple[bytes, bytes]:
+    def call(self, method: str, request: bytes, cells: bytes = b"") -> tuple[bytes, bytes]:
         """``(response message, cell block)`` of one call; :class:`RpcError` for the server's
-        exception (the connection stays usable) or a broken one (it is closed)."""
+        exception (the connection stays usable) or a broken one (it is closed). ``cells``: a
+        cell block sent after the request (``RequestHeader.cell_block_meta`` 5 = its length)."""
         if self.sock is None:
             raise RpcError(f"connection to {self.address} is closed")
         call_id = self.next_call_id
@@ -94,7 +95,9 @@ class Connection:
         header = (wire.field_varint(1, call_id) + wire.field_bytes(3, method)
                   + wire.field_bool(4, True)
                   + wire.field_varint(7, int(self.timeout_s * 1000)))
-        body = wire.delimited(header) + wire.delimited(request)
+        if cells:
+            header += wire.field_bytes(5, wire.field_varint(1, len(cells)))
+        body = wire.delimited(header) + wire.delimited(request) + cells
         try:
             self.sock.sendall(_LENGTH.pack(len(body)) + body)
             frame = self._frame()
