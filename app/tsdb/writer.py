@@ -400,6 +400,8 @@ def _value_arrays(values: Sequence[Value]
     as_array = np.array(values)
     if as_array.dtype == np.int64:  # integers only (the common case): no pass per point
         return as_array, as_array.astype(np.float64), np.zeros(len(values), dtype=bool)
+    if as_array.dtype == np.float64 and set(map(type, values)) == {float}:  # floats only
+        return np.zeros(len(values), dtype=np.int64), as_array, np.ones(len(values), dtype=bool)
     is_float = np.fromiter((isinstance(v, float) for v in values), bool, len(values))
     ints = np.array([0 if f else v for v, f in zip(values, is_float.tolist())], dtype=np.int64)
     return ints, np.array(values, dtype=np.float64), is_float
