@@ -16,6 +16,7 @@ from app.tsdb.points import PointBatch, TagPairs, Value, echo, java_hashmap_text
 
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 FAST_DIGITS = 18  # an unsigned run of at most 18 digits always fits a long
+DOT = ord(".")
 DOUBLE_TEXT = re.compile(r"[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?[fFdD]?")
 MAX_CACHED_SERIES = 10_000  # per connection: hundreds of connections share a worker
 
@@ -91,7 +92,8 @@ class PutParser:
 
     def add_lines(self, lines: list[bytes], batch: PointBatch) -> None:
         """:meth:`add_line` of each raw ``put`` line in turn, the common line (a known
-        series, digits only) handled inline: no call and no attribute look-up per line."""
+        series, a digits-only timestamp, a plain decimal value) handled inline: no call and
+        no attribute look-up per line."""
         known_get = self._known.get
         series = batch.series
         series_of, timestamps = batch.series_of.append, batch.timestamps.append
@@ -101,14 +103,17 @@ class PutParser:
             if len(fields) == 5:
                 known = known_get((fields[1], fields[4]))
                 ts, value = fields[2], fields[3]
+                # A plain decimal value (``-12``, ``0.25``): what parse_value makes of it
+                # (a long without a dot, else a double), at most FAST_DIGITS characters.
                 if known is not None and ts.isdigit() and len(ts) <= FAST_DIGITS \
-                        and ts[0] != 48 and value.isdigit() and len(value) <= FAST_DIGITS:
+                        and ts[0] != 48 and len(value) <= FAST_DIGITS \
+                        and value.removeprefix(b"-").replace(b".", b"", 1).isdigit():
                     key = known[0]
                     if key not in series:
                         series[key] = (known[1], known[2])
                     series_of(key)
                     timestamps(int(ts))
-                    values(int(value))
+                    values(float(value) if DOT in value else int(value))
                     errors(None)
                     continue
             self.add_line(line, batch)

@@ -395,27 +395,35 @@ def insert_packed(db: sqlite3.Connection, records: list[Record], packing: bool) 
     where that saves space when ``packing`` (``tsd.storage.sqlite.pack_cells``;
     sqlite_pack.py: the value deflated, the qualifier kept as its short key), in order (the
     later write of a cell wins). A cell has one stored form: one written under its key
-    replaces one stored under its qualifier and the other way round (packing on or off).
-    A statement per cell: direct writes are few cells of many bytes each."""
+    replaces one stored under its qualifier and the other way round (packing on or off)."""
     _insert_keyed(db, [(record, pack_qualifier(record[3]) if record[2] == PACKED_FAMILY
                         else None) for record in records], packing)
 
 
 def _insert_keyed(db: sqlite3.Connection, keyed: list[tuple[Record, bytes | None]],
                   packing: bool) -> None:
-    """:func:`insert_packed` of records with their short keys (None: the cell has none)."""
+    """:func:`insert_packed` of records with their short keys (None: the cell has none).
+
+    Each record deletes its cell's other stored form and inserts its own, the deletes all
+    first, then the inserts in order, each an ``executemany`` (a statement per column from
+    Python cost about as much as packing it). The same as record by record: a delete never
+    removes what an insert here writes, since one form is a data qualifier (even length)
+    and the other a short key (odd length), and of two inserts of a cell the later wins."""
+    deletes: list[tuple[str, bytes, str, bytes]] = []
+    inserts: list[tuple[str, bytes, str, bytes, bytes, int, int | None]] = []
     for (tbl, row, family, qualifier, value, ts), key in keyed:
         if key is None:
-            db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
-            continue
-        if not packing:  # the other form: the cell packed when packing was on
-            db.execute(_DELETE_CELL, (tbl, row, family, key))
-            db.execute(_INSERT_PACKED, (tbl, row, family, qualifier, value, ts, None))
-            continue
-        packed = pack(value, float_widths(qualifier))
-        db.execute(_DELETE_CELL, (tbl, row, family, qualifier))
-        db.execute(_INSERT_PACKED, (tbl, row, family, key, packed or value, ts,
-                                    2 | (1 if packed is not None else 0)))
+            inserts.append((tbl, row, family, qualifier, value, ts, None))
+        elif not packing:  # the other form: the cell packed when packing was on
+            deletes.append((tbl, row, family, key))
+            inserts.append((tbl, row, family, qualifier, value, ts, None))
+        else:
+            packed = pack(value, float_widths(qualifier))
+            deletes.append((tbl, row, family, qualifier))
+            inserts.append((tbl, row, family, key, packed or value, ts,
+                            2 | (1 if packed is not None else 0)))
+    db.executemany(_DELETE_CELL, deletes)
+    db.executemany(_INSERT_PACKED, inserts)
 
 
 def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> None:

@@ -4,6 +4,8 @@ other backends get ``put_many``) and stores OpenTSDB's cells, byte for byte."""
 
 from __future__ import annotations
 
+import pytest
+
 from app.errors import BadRequestError
 from app.storage.sqlite import SqliteStore
 from app.tsdb import TSDB
@@ -75,3 +77,43 @@ def test_small_batches_are_blocks_too_and_merge_into_one_column(tsdb: TSDB) -> N
             "SELECT count(*) FROM staged_batches WHERE cell_index IS NOT NULL").fetchone() == (2,)
         expected[row(T0, 1)] = {b"t:\x00\x00\x00\x11\x00\x23": b"\x01\x01\x2c\xff\xfe\xee\x90\x00"}
     assert dict(tsdb.data_table().scan()) == expected
+
+
+def test_a_known_rows_key_is_made_once_across_blocks(tsdb: TSDB,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks of known series find their hour rows' keys kept from the block before (no
+    key made again per block), and a cache that starts over still gives the right rows."""
+    writer = PointWriter(tsdb)
+    made: list[bytes] = []
+    row_for = writer.row_for
+
+    def counted(template: bytes, base_time_s: int) -> bytes:
+        made.append(row_for(template, base_time_s))
+        return made[-1]
+
+    monkeypatch.setattr(writer, "row_for", counted)
+
+    def block(second: int) -> PointBatch:
+        batch = PointBatch()
+        for i in range(VECTOR_MIN_POINTS):  # one point of each series: a block
+            batch.add(("m", f"host=h{i}"), "m", (("host", f"h{i}"),), T0 + second, i)
+        return batch
+
+    assert writer.write_batch(block(0)) == VECTOR_MIN_POINTS
+    assert len(made) == VECTOR_MIN_POINTS  # one new row per series
+    assert writer.write_batch(block(10)) == VECTOR_MIN_POINTS
+    assert len(made) == VECTOR_MIN_POINTS  # the same rows: no key made again
+    monkeypatch.setattr("app.tsdb.writer.MAX_TEMPLATES", 10)  # the caches start over
+    assert writer.write_batch(block(20)) == VECTOR_MIN_POINTS
+    assert len(made) == 2 * VECTOR_MIN_POINTS
+    stored = dict(tsdb.data_table().scan())
+    # Each series' three points in its row (the host tag's value UIDs are 1.. in the order
+    # the series came), as one column where the store's merge compacts them.
+    for i in range(VECTOR_MIN_POINTS):
+        cells = stored.pop(row(T0, i + 1))
+        if isinstance(tsdb.store, SqliteStore):
+            assert cells == {b"t:\x00\x00\x00\xa0\x01\x40": bytes([i, i, i, 0])}
+        else:
+            assert cells == {b"t:\x00\x00": bytes([i]), b"t:\x00\xa0": bytes([i]),
+                             b"t:\x01\x40": bytes([i])}
+    assert stored == {}

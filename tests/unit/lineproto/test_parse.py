@@ -111,6 +111,22 @@ RAW_LINES = [
     b"put m 1356998413 9 host=a cpu=0 cpu=1",
     b"put m 1356998414 10 host=\xff cpu=0",
     b"put m 1356998415",
+    # Decimal values, which add_lines takes inline for a known series.
+    b"put m 1356998416 0.25 host=a cpu=0",
+    b"put m 1356998417 1. host=a cpu=0",
+    b"put m 1356998418 .5 host=a cpu=0",
+    b"put m 1356998419 -.5 host=a cpu=0",
+    b"put m 1356998420 -0 host=a cpu=0",
+    b"put m 1356998421 -0.0 host=a cpu=0",
+    b"put m 1356998422 1.2.3 host=a cpu=0",
+    b"put m 1356998423 - host=a cpu=0",
+    b"put m 1356998424 . host=a cpu=0",
+    b"put m 1356998425 --5 host=a cpu=0",
+    b"put m 1356998426 -.  host=a cpu=0",
+    b"put m 1356998427 12345678901234567.5 host=a cpu=0",
+    b"put m 1356998428 -999999999999999999 host=a cpu=0",
+    b"put m 1356998429 +5 host=a cpu=0",
+    b"put m 1356998430 5.-1 host=a cpu=0",
 ]
 
 
@@ -149,3 +165,22 @@ def test_a_known_series_still_checks_timestamp_and_value() -> None:
     assert messages(batch) == [None, "invalid timestamp: 0", "Invalid character 'x' in x",
                                None]
     assert batch.values[0::3] == [1, 2]
+
+
+def test_a_known_series_decimal_values_take_no_call_per_line(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A block of a known series' lines with plain decimal values (what collectors send:
+    ``-3``, ``0.25``) is parsed inline by add_lines, not line by line through add_line."""
+    parser = PutParser()
+    parser.add_lines([b"put m 1356998400 1 host=a"], PointBatch())  # the series is known now
+
+    def no_call(*args: object) -> None:
+        raise AssertionError("add_line was called")
+
+    monkeypatch.setattr(parser, "add_line", no_call)
+    batch = PointBatch()
+    parser.add_lines([b"put m 1356998401 0.25 host=a", b"put m 1356998402 -3 host=a",
+                      b"put m 1356998403 -1.5 host=a", b"put m 1356998404 7 host=a"], batch)
+    assert messages(batch) == [None] * 4
+    assert batch.values == [0.25, -3, -1.5, 7]
+    assert [type(v) for v in batch.values] == [float, int, float, int]
