@@ -72,12 +72,15 @@ def write(args: argparse.Namespace) -> int:
               "tsd.storage.compaction.background": True,
               # the layout is the same; FULL only adds a sync per batch
               "tsd.storage.sqlite.synchronous": "NORMAL",
-              **({} if args.pack is None else {"tsd.storage.sqlite.pack_cells": args.pack})}
+              **({} if args.pack is None else {"tsd.storage.sqlite.pack_cells": args.pack}),
+              **({} if args.one_copy is None
+                 else {"tsd.storage.sqlite.one_copy": args.one_copy})}
     app = create_app({**config, "tsd.query.split.enable": False,
                       "tsd.query.cache.max_bytes": 0})
     tsdb = app.extensions["tsdb"]
     assert isinstance(tsdb, TSDB)
     print(f"packing {'on' if tsdb.config['tsd.storage.sqlite.pack_cells'] else 'off'}, "
+          f"one copy {'on' if tsdb.config['tsd.storage.sqlite.one_copy'] else 'off'}, "
           f"via {args.via}")
     writer = PointWriter(tsdb)
     client = app.test_client()
@@ -165,6 +168,8 @@ def main() -> int:
     parser.add_argument("--hours", type=int, default=24)
     parser.add_argument("--pack", action=argparse.BooleanOptionalAction, default=None,
                         help="tsd.storage.sqlite.pack_cells (default: the store's default)")
+    parser.add_argument("--one-copy", action=argparse.BooleanOptionalAction, default=None,
+                        help="tsd.storage.sqlite.one_copy (default: the store's default)")
     parser.add_argument("--via", choices=("write", "put"), default="write")
     parser.add_argument("--now", action="store_true")
     parser.add_argument("--db")

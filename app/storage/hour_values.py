@@ -1,0 +1,141 @@
+"""One copy of a closed hour's values (pure: no IO): the cells of an hour whose blob the store
+keeps (``hour_blob``, ``sqlite_hours``) may keep their keys without their value, which is
+made again from the blob byte for byte.
+
+A cell stored so has ``z & HOUR_VALUE`` set (and ``z & 1``, its value "packed": older pytsd
+cannot inflate the marker and fails loudly instead of reading it), the length of the hour's
+key prefix in ``z >> PREFIX_SHIFT``, and as its value a marker: ``sqlite_pack``'s header
+(method :data:`MARKER_METHOD`, the value's length) and the value's last bytes that are no
+point's (a compacted column's trailing byte). The qualifier's flags give each point's type
+and width, the blob's float64 its bytes: exact for 4- and 8-byte floats and integers below
+2**53, which is all a blob holds. A cell's value is dropped only when
+:meth:`HourValues.value` gives back its very bytes (``sqlite_hours.strip``).
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from app.storage import hour_blob
+
+HOUR_VALUE = 4  # the ``z`` bit: the value is made from the hour's blob
+RESTORING = 64  # the ``z`` bit a trigger sets for a moment while it makes an hour whole
+PREFIX_SHIFT = 3  # ``z >> PREFIX_SHIFT``: the length of the hour's key prefix
+MARKER_METHOD = 9  # a packing method no pytsd inflates (sqlite_pack: 1 to 3)
+MARKER_HEAD_BYTES = 6  # method, 0, the value's length (uint32, little-endian)
+MAX_TAIL_BYTES = 2  # a marker is never a whole zlib stream, which older pytsd might inflate
+MS_BYTE_FLAG = 0xF0
+# (float, width in bytes, big-endian dtype): OpenTSDB's value kinds.
+KINDS = ((True, 4, ">f4"), (True, 8, ">f8"), (False, 1, ">i1"), (False, 2, ">i2"),
+         (False, 4, ">i4"), (False, 8, ">i8"))
+CACHED_HOURS = 8
+
+
+def marker(length: int, tail: bytes) -> bytes:
+    """What a cell whose ``length``-byte value ends in ``tail`` stores instead."""
+    return bytes((MARKER_METHOD, 0)) + length.to_bytes(4, "little") + tail
+
+
+def is_marker(value: bytes) -> bool:
+    return len(value) >= MARKER_HEAD_BYTES and value[0] == MARKER_METHOD
+
+
+class HourValues:
+    """The values of one hour's cells, made from its blob."""
+
+    def __init__(self, blob: bytes) -> None:
+        self.rows = hour_blob.decode(blob)
+        self.index = {key: at for at, key in enumerate(self.rows.key_list())}
+        self.starts = (np.cumsum(self.rows.points) - self.rows.points).tolist()
+
+    def value(self, row: bytes, qualifier: bytes, tail: bytes) -> bytes | None:
+        """The value of the cell ``row``/``qualifier`` (its qualifier as OpenTSDB wrote it)
+        whose last bytes are ``tail``, or None when the blob does not hold its points."""
+        at = self.index.get(row)
+        points = _points(qualifier)
+        if at is None or points is None:
+            return None
+        offsets, flags = points
+        start, count = self.starts[at], int(self.rows.points[at])
+        ts_ms = self.rows.ts_ms[start:start + count]
+        wanted = offsets + self.rows.base_s * 1000
+        found = np.searchsorted(ts_ms, wanted)
+        if (found >= count).any() or not (ts_ms[np.minimum(found, count - 1)] == wanted).all():
+            return None
+        found += start
+        made = _point_bytes(self.rows.values[found], self.rows.is_int[found], flags)
+        return None if made is None else made + tail
+
+
+def _points(qualifier: bytes) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each point's offset from the row's base time (ms) and flags, or None when the
+    qualifier is not data points'."""
+    if not qualifier or len(qualifier) % 2:
+        return None
+    words = np.frombuffer(qualifier, ">u2").astype(np.int64)
+    if not (words >= MS_BYTE_FLAG << 8).any():  # seconds only: one numpy pass
+        return (words >> 4) * 1000, words & 0x0F
+    offsets, flags, at = [], [], 0
+    while at < len(qualifier):
+        if qualifier[at] >= MS_BYTE_FLAG:
+            if at + 4 > len(qualifier):
+                return None
+            word = int.from_bytes(qualifier[at:at + 4], "big")
+            offsets.append((word >> 6) & 0x3FFFFF)
+            at += 4
+        else:
+            word = int.from_bytes(qualifier[at:at + 2], "big")
+            offsets.append((word >> 4) * 1000)
+            at += 2
+        flags.append(word & 0x0F)
+    return np.array(offsets, np.int64), np.array(flags, np.int64)
+
+
+def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> bytes | None:
+    """The points' value bytes in the widths and kinds their flags say, back to back; None
+    when a flag names a kind the blob's value is not of, or no OpenTSDB kind."""
+    widths = (flags & 7) + 1
+    floats = (flags & 8) != 0
+    if (floats == is_int).any():
+        return None
+    out = np.zeros((len(values), 8), np.uint8)
+    done = np.zeros(len(values), np.bool_)
+    for is_float, width, dtype in KINDS:
+        mask = (floats == is_float) & (widths == width)
+        if mask.any():
+            these = values[mask] if is_float else values[mask].astype(np.int64)
+            out[mask, :width] = these.astype(dtype).view(np.uint8).reshape(-1, width)
+            done |= mask
+    if not done.all():
+        return None
+    return out[np.arange(8)[None, :] < widths[:, None]].tobytes()
+
+
+_cache: dict[bytes, HourValues] = {}
+_lock = threading.Lock()
+
+
+def hour_values(blob: bytes) -> HourValues:
+    """The blob decoded, kept for the next cells of the same hour (by content: never
+    stale)."""
+    found = _cache.get(blob)
+    if found is None:
+        found = HourValues(blob)
+        with _lock:
+            if len(_cache) >= CACHED_HOURS:
+                _cache.clear()
+            _cache[blob] = found
+    return found
+
+
+def cell_value(blob: bytes | None, row: bytes, qualifier: bytes, stored: bytes) -> bytes:
+    """The value of a cell stored as a marker (``stored``), from its hour's ``blob``;
+    ValueError when it cannot be made (never a wrong value)."""
+    if blob is None:
+        raise ValueError("the hour column holding a cell's value is missing")
+    made = hour_values(bytes(blob)).value(row, qualifier, bytes(stored[MARKER_HEAD_BYTES:]))
+    if made is None or len(made) != int.from_bytes(stored[2:MARKER_HEAD_BYTES], "little"):
+        raise ValueError("a cell's value is not in its hour column")
+    return made
