@@ -95,7 +95,8 @@ def _points(qualifier: bytes) -> tuple[np.ndarray, np.ndarray] | None:
 
 def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> bytes | None:
     """The points' value bytes in the widths and kinds their flags say, back to back; None
-    when a flag names a kind the blob's value is not of, or no OpenTSDB kind."""
+    when a flag names a kind the blob's value is not of, a width that does not hold it, or
+    no OpenTSDB kind."""
     widths = (flags & 7) + 1
     floats = (flags & 8) != 0
     if (floats == is_int).any():
@@ -106,6 +107,9 @@ def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> b
         mask = (floats == is_float) & (widths == width)
         if mask.any():
             these = values[mask] if is_float else values[mask].astype(np.int64)
+            limit = 1 << (8 * width - 1)
+            if width < 8 and not is_float and ((these < -limit) | (these >= limit)).any():
+                return None  # an integer its width does not hold (a blob's, below 2**53)
             out[mask, :width] = these.astype(dtype).view(np.uint8).reshape(-1, width)
             done |= mask
     if not done.all():
