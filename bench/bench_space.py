@@ -144,7 +144,7 @@ def read(args: argparse.Namespace) -> int:
     start_s, end_s = int.from_bytes(first, "big"), int.from_bytes(last, "big") + 3600
     config = {"tsd.storage": f"sqlite:///{args.read}", "tsd.query.split.enable": False,
               **({"tsd.query.cache.max_bytes": 0} if args.cache == "off" else {})}
-    url = f"/api/query?start={start_s}&end={end_s - 1}&m=sum:1m-avg:{METRIC}"
+    url = f"/api/query?start={start_s}&end={end_s - 1}&m={args.m}"
     begin, begin_cpu = time.perf_counter(), time.process_time()
     client = create_app(config).test_client()
     opened_ms = (time.perf_counter() - begin) * 1000
@@ -156,7 +156,7 @@ def read(args: argparse.Namespace) -> int:
         timings.append(f"{(time.perf_counter() - begin) * 1000:.0f}"
                        f" ({(time.process_time() - begin_cpu) * 1000:.0f})")
     hours = (end_s - start_s) // 3600
-    print(f"read {hours} h, cache {args.cache}"
+    print(f"read {hours} h of {args.m}, cache {args.cache}"
           f"{', hour columns dropped' if args.drop_hour_columns else ''}: app {opened_ms:.0f}"
           f" ms; first query {timings[0]} ms wall (CPU); then {', '.join(timings[1:])}")
     return 0
@@ -177,6 +177,8 @@ def main() -> int:
     parser.add_argument("--cache", choices=("on", "off"), default="on")
     parser.add_argument("--drop-hour-columns", action="store_true")
     parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--m", default=f"sum:1m-avg:{METRIC}",
+                        help="--read's query (e.g. one series: its cells, not hour columns)")
     args = parser.parse_args()
     return read(args) if args.read else write(args)
 

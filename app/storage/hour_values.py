@@ -9,12 +9,10 @@ key prefix in ``z >> PREFIX_SHIFT``, and as its value a marker: ``sqlite_pack``'
 point's (a compacted column's trailing byte). The qualifier's flags give each point's type
 and width, the blob's float64 its bytes: exact for 4- and 8-byte floats and integers below
 2**53, which is all a blob holds. A cell's value is dropped only when
-:meth:`HourValues.value` gives back its very bytes (``sqlite_hours.strip``).
+:func:`value` gives back its very bytes (``sqlite_hours.strip``).
 """
 
 from __future__ import annotations
-
-import threading
 
 import numpy as np
 
@@ -30,7 +28,6 @@ MS_BYTE_FLAG = 0xF0
 # (float, width in bytes, big-endian dtype): OpenTSDB's value kinds.
 KINDS = ((True, 4, ">f4"), (True, 8, ">f8"), (False, 1, ">i1"), (False, 2, ">i2"),
          (False, 4, ">i4"), (False, 8, ">i8"))
-CACHED_HOURS = 8
 
 
 def marker(length: int, tail: bytes) -> bytes:
@@ -42,31 +39,21 @@ def is_marker(value: bytes) -> bool:
     return len(value) >= MARKER_HEAD_BYTES and value[0] == MARKER_METHOD
 
 
-class HourValues:
-    """The values of one hour's cells, made from its blob."""
-
-    def __init__(self, blob: bytes) -> None:
-        self.rows = hour_blob.decode(blob)
-        self.index = {key: at for at, key in enumerate(self.rows.key_list())}
-        self.starts = (np.cumsum(self.rows.points) - self.rows.points).tolist()
-
-    def value(self, row: bytes, qualifier: bytes, tail: bytes) -> bytes | None:
-        """The value of the cell ``row``/``qualifier`` (its qualifier as OpenTSDB wrote it)
-        whose last bytes are ``tail``, or None when the blob does not hold its points."""
-        at = self.index.get(row)
-        points = _points(qualifier)
-        if at is None or points is None:
-            return None
-        offsets, flags = points
-        start, count = self.starts[at], int(self.rows.points[at])
-        ts_ms = self.rows.ts_ms[start:start + count]
-        wanted = offsets + self.rows.base_s * 1000
-        found = np.searchsorted(ts_ms, wanted)
-        if (found >= count).any() or not (ts_ms[np.minimum(found, count - 1)] == wanted).all():
-            return None
-        found += start
-        made = _point_bytes(self.rows.values[found], self.rows.is_int[found], flags)
-        return None if made is None else made + tail
+def value(blob: bytes, row: bytes, qualifier: bytes, tail: bytes) -> bytes | None:
+    """The value of the cell ``row``/``qualifier`` (its qualifier as OpenTSDB wrote it)
+    whose last bytes are ``tail``, made from its hour's ``blob``; None when the blob does not
+    hold its points in the kinds and widths the qualifier names."""
+    found = hour_blob.decode_row(blob, row)
+    points = _points(qualifier)
+    if found is None or points is None:
+        return None
+    offsets_ms, values, is_int = found
+    wanted, flags = points
+    at = np.searchsorted(offsets_ms, wanted)
+    if (at >= len(offsets_ms)).any() or not (offsets_ms[at] == wanted).all():
+        return None
+    made = _point_bytes(values[at], is_int[at], flags)
+    return None if made is None else made + tail
 
 
 def _points(qualifier: bytes) -> tuple[np.ndarray, np.ndarray] | None:
@@ -117,29 +104,12 @@ def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> b
     return out[np.arange(8)[None, :] < widths[:, None]].tobytes()
 
 
-_cache: dict[bytes, HourValues] = {}
-_lock = threading.Lock()
-
-
-def hour_values(blob: bytes) -> HourValues:
-    """The blob decoded, kept for the next cells of the same hour (by content: never
-    stale)."""
-    found = _cache.get(blob)
-    if found is None:
-        found = HourValues(blob)
-        with _lock:
-            if len(_cache) >= CACHED_HOURS:
-                _cache.clear()
-            _cache[blob] = found
-    return found
-
-
 def cell_value(blob: bytes | None, row: bytes, qualifier: bytes, stored: bytes) -> bytes:
     """The value of a cell stored as a marker (``stored``), from its hour's ``blob``;
     ValueError when it cannot be made (never a wrong value)."""
     if blob is None:
         raise ValueError("the hour column holding a cell's value is missing")
-    made = hour_values(bytes(blob)).value(row, qualifier, bytes(stored[MARKER_HEAD_BYTES:]))
+    made = value(bytes(blob), row, qualifier, bytes(stored[MARKER_HEAD_BYTES:]))
     if made is None or len(made) != int.from_bytes(stored[2:MARKER_HEAD_BYTES], "little"):
         raise ValueError("a cell's value is not in its hour column")
     return made

@@ -187,7 +187,6 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
     with the value triggers on) gives back byte for byte (``hour_values``); the cells
     stripped. Each is deleted and inserted again: SQLite merges pages a delete leaves
     underfull, not those an update does (which would keep the bytes' pages in use)."""
-    hour = hour_values.HourValues(blob)
     flag = hour_values.HOUR_VALUE | 1 | len(prefix) << hour_values.PREFIX_SHIFT
     updates = []
     for row, qualifier, value, ts, z in db.execute(
@@ -197,7 +196,8 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
         if z & hour_values.HOUR_VALUE:
             continue
         raw = unpack(value) if z & 1 else value
-        made = hour.value(row, unpack_qualifier(qualifier) if z & 2 else qualifier, b"")
+        made = hour_values.value(blob, row, unpack_qualifier(qualifier) if z & 2 else qualifier,
+                                 b"")
         if made is None or not raw.startswith(made):
             continue
         tail = raw[len(made):]

@@ -45,18 +45,18 @@ def test_every_kind_and_width_comes_back_byte_for_byte() -> None:
     qualifier = b"".join(_second(k * 10, flags) for k, (flags, _, _, _) in enumerate(KINDS))
     value = b"".join(raw for _, raw, _, _ in KINDS) + b"\x00"  # a compacted column's last byte
     blob = _blob([(k * 10_000, v, i) for k, (_, _, v, i) in enumerate(KINDS)])
-    made = hour_values.HourValues(blob).value(ROW, qualifier, b"\x00")
+    made = hour_values.value(blob, ROW, qualifier, b"\x00")
     assert made == value
     stored = hour_values.marker(len(value), b"\x00")
     assert hour_values.cell_value(blob, ROW, qualifier, stored) == value
     # A cell of some of the row's points (a late single cell beside a compacted one).
-    assert hour_values.HourValues(blob).value(ROW, _second(20, 0x3), b"") == KINDS[2][1]
+    assert hour_values.value(blob, ROW, _second(20, 0x3), b"") == KINDS[2][1]
 
 
 def test_millisecond_and_mixed_qualifiers() -> None:
     blob = _blob([(1_500, 2.5, False), (2_000, 3, True)])
     qualifier = _ms(1_500, 0xF) + _second(2, 0x0)
-    assert hour_values.HourValues(blob).value(ROW, qualifier, b"\x01") == (
+    assert hour_values.value(blob, ROW, qualifier, b"\x01") == (
         struct.pack(">d", 2.5) + b"\x03\x01")
 
 
@@ -69,8 +69,8 @@ def test_millisecond_and_mixed_qualifiers() -> None:
 ])
 def test_what_the_blob_does_not_hold_is_none(qualifier: bytes) -> None:
     blob = _blob([(0, 2.5, False), (20_000, 70_000, True)])
-    assert hour_values.HourValues(blob).value(ROW, qualifier, b"") is None
-    assert hour_values.HourValues(blob).value(ROW[:-1] + b"\x02", _second(0, 0xF), b"") is None
+    assert hour_values.value(blob, ROW, qualifier, b"") is None
+    assert hour_values.value(blob, ROW[:-1] + b"\x02", _second(0, 0xF), b"") is None
     with pytest.raises(ValueError):
         hour_values.cell_value(blob, ROW, qualifier, hour_values.marker(8, b""))
 
@@ -91,3 +91,33 @@ def test_an_older_reader_fails_on_a_marker_instead_of_reading_it(tail: bytes) ->
     with pytest.raises(Exception):  # noqa: B017
         sqlite_pack.unpack_many([stored])
     assert sqlite_pack.unpacked_length(stored) == 360 * 4 + 1  # its length, as before
+
+
+def test_one_row_decoded_alone_is_what_the_whole_blob_gives() -> None:
+    """``hour_blob.decode_row`` against ``decode``, over the blob layouts: regular or not,
+    seconds or milliseconds, scaled, 4- or 8-byte floats, integers or a mix."""
+    rng = np.random.default_rng(3)
+    keys = [ROW[:-1] + bytes([k]) for k in range(5)]
+    counts = np.array([4, 0, 3, 6, 2])
+    for ts_step, values in [(10_000, np.round(rng.uniform(0, 100, 15), 2)),
+                            (1_500, rng.uniform(-1e6, 1e6, 15)),
+                            (7_000, np.float32(rng.uniform(0, 9, 15)).astype(np.float64)),
+                            (10_000, rng.integers(-2**40, 2**40, 15).astype(np.float64))]:
+        regular = np.concatenate([BASE_S * 1000 + np.arange(n) * ts_step + k
+                                for k, n in enumerate(counts)]).astype(np.int64)
+        irregular = regular + np.concatenate([np.arange(n) ** 2 for n in counts]) * (ts_step % 7)
+        for ts_ms, is_int in [(regular, np.zeros(15, np.bool_)),
+                              (regular, values == np.round(values)),
+                              (irregular, values == np.round(values))]:
+            blob = hour_blob.encode(BASE_S, keys, counts, [1] * 5, [(1, 1)] * 5, ts_ms,
+                                    values, is_int)
+            assert blob is not None
+            whole = hour_blob.decode(blob)
+            starts = np.cumsum(counts) - counts
+            for key, start, n in zip(keys, starts, counts):
+                found = hour_blob.decode_row(blob, key)
+                assert found is not None
+                assert (found[0] == whole.ts_ms[start:start + n] - BASE_S * 1000).all()
+                assert found[1].tobytes() == whole.values[start:start + n].tobytes()
+                assert (found[2] == whole.is_int[start:start + n]).all()
+            assert hour_blob.decode_row(blob, b"absent") is None
