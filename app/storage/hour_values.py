@@ -28,6 +28,9 @@ MS_BYTE_FLAG = 0xF0
 # (float, width in bytes, big-endian dtype): OpenTSDB's value kinds.
 KINDS = ((True, 4, ">f4"), (True, 8, ">f8"), (False, 1, ">i1"), (False, 2, ">i2"),
          (False, 4, ">i4"), (False, 8, ">i8"))
+# A column of one kind whose values need no range check (floats; 8-byte integers, which a
+# blob holds below 2**53): its flags, its dtype.
+ONE_KIND = {0x0B: ">f4", 0x0F: ">f8", 0x07: ">i8"}
 
 
 def marker(length: int, tail: bytes) -> bytes:
@@ -39,11 +42,14 @@ def is_marker(value: bytes) -> bool:
     return len(value) >= MARKER_HEAD_BYTES and value[0] == MARKER_METHOD
 
 
-def value(blob: bytes, row: bytes, qualifier: bytes, tail: bytes) -> bytes | None:
+def value(blob: bytes | hour_blob.BlobRows, row: bytes, qualifier: bytes, tail: bytes
+          ) -> bytes | None:
     """The value of the cell ``row``/``qualifier`` (its qualifier as OpenTSDB wrote it)
-    whose last bytes are ``tail``, made from its hour's ``blob``; None when the blob does not
-    hold its points in the kinds and widths the qualifier names."""
-    found = hour_blob.decode_row(blob, row)
+    whose last bytes are ``tail``, made from its hour's ``blob`` (or the blob opened, for
+    many cells of it); None when the blob does not hold its points in the kinds and widths
+    the qualifier names."""
+    rows = blob if isinstance(blob, hour_blob.BlobRows) else hour_blob.BlobRows(blob)
+    found = rows.row(row)
     points = _points(qualifier)
     if found is None or points is None:
         return None
@@ -88,6 +94,8 @@ def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> b
     floats = (flags & 8) != 0
     if (floats == is_int).any():
         return None
+    if flags.size and (flags == flags[0]).all() and int(flags[0]) in ONE_KIND:
+        return values.astype(ONE_KIND[int(flags[0])]).tobytes()  # one kind: no gather
     out = np.zeros((len(values), 8), np.uint8)
     done = np.zeros(len(values), np.bool_)
     for is_float, width, dtype in KINDS:
@@ -104,12 +112,14 @@ def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> b
     return out[np.arange(8)[None, :] < widths[:, None]].tobytes()
 
 
-def cell_value(blob: bytes | None, row: bytes, qualifier: bytes, stored: bytes) -> bytes:
+def cell_value(blob: bytes | hour_blob.BlobRows | None, row: bytes, qualifier: bytes,
+               stored: bytes) -> bytes:
     """The value of a cell stored as a marker (``stored``), from its hour's ``blob``;
     ValueError when it cannot be made (never a wrong value)."""
     if blob is None:
         raise ValueError("the hour column holding a cell's value is missing")
-    made = value(bytes(blob), row, qualifier, bytes(stored[MARKER_HEAD_BYTES:]))
+    made = value(blob if isinstance(blob, hour_blob.BlobRows) else bytes(blob), row, qualifier,
+                 bytes(stored[MARKER_HEAD_BYTES:]))
     if made is None or len(made) != int.from_bytes(stored[2:MARKER_HEAD_BYTES], "little"):
         raise ValueError("a cell's value is not in its hour column")
     return made

@@ -37,6 +37,7 @@ from app.storage.base import (
     StoreSpace,
     prefix_stop,
 )
+from app.storage.hour_blob import BlobRows
 from app.storage.sqlite_block import fits
 from app.storage.sqlite_merge import mark_cells, split_qualified
 from app.storage.sqlite_pack import (
@@ -706,14 +707,15 @@ def _hour_made(store: SqliteStore, table: str, cells: list[tuple[list[Any], Any,
     now, by key (a blob found is the one the cell's value is in: a blob that holds values
     is never replaced)."""
     db = store.connection()
-    blobs: dict[bytes, bytes | None] = {}
+    blobs: dict[bytes, BlobRows | None] = {}
     for row, found, at in cells:
         z, stored = found[at], found[at + 2]
         prefix = found[0][:z >> 3]
         if prefix not in blobs:
-            blobs[prefix] = sqlite_hours.blob(db, table, prefix)
-        if blobs[prefix] is not None:
-            row[at + 1] = hour_values.cell_value(blobs[prefix], found[0], row[at], stored)
+            blob = sqlite_hours.blob(db, table, prefix)
+            blobs[prefix] = None if blob is None else BlobRows(blob)
+        if (rows := blobs[prefix]) is not None:
+            row[at + 1] = hour_values.cell_value(rows, found[0], row[at], stored)
             continue
         now = db.execute(f"SELECT {VALUE} FROM cells WHERE tbl = ? AND row = ?"
                          " AND family = 't' AND qualifier = ?",

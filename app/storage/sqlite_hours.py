@@ -29,9 +29,16 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Sequence
 
-from app.storage import hour_values
+from app.storage import hour_blob, hour_values
 from app.storage.base import HourPut, prefix_stop
-from app.storage.sqlite_pack import float_widths, pack, pack_plain, unpack, unpack_qualifier
+from app.storage.sqlite_pack import (
+    float_widths,
+    pack,
+    pack_plain,
+    unpack_many,
+    unpack_qualifier,
+    unpack_qualifiers,
+)
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS hour_columns (
@@ -188,27 +195,31 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
     stripped. Each is deleted and inserted again: SQLite merges pages a delete leaves
     underfull, not those an update does (which would keep the bytes' pages in use)."""
     flag = hour_values.HOUR_VALUE | 1 | len(prefix) << hour_values.PREFIX_SHIFT
+    found = [cell for cell in db.execute(
+        "SELECT row, qualifier, value, ts, coalesce(z, 0) FROM cells WHERE tbl = ?"
+        " AND row >= ? AND row <= ? AND family = 't'", (table, *_hour_rows(prefix)))
+        if not cell[4] & hour_values.HOUR_VALUE]
+    packed = [at for at, cell in enumerate(found) if cell[4] & 1]
+    keyed = [at for at, cell in enumerate(found) if cell[4] & 2]
+    raws = [cell[2] for cell in found]
+    qualifiers = [cell[1] for cell in found]
+    for at, raw in zip(packed, unpack_many([found[at][2] for at in packed])):
+        raws[at] = raw
+    for at, qualifier in zip(keyed, unpack_qualifiers([found[at][1] for at in keyed])):
+        qualifiers[at] = qualifier
+    rows = hour_blob.BlobRows(blob)
     updates = []
-    for row, qualifier, value, ts, z in db.execute(
-            "SELECT row, qualifier, value, ts, z FROM cells WHERE tbl = ? AND row >= ?"
-            " AND row <= ? AND family = 't'", (table, *_hour_rows(prefix))).fetchall():
-        z = z or 0
-        if z & hour_values.HOUR_VALUE:
-            continue
-        raw = unpack(value) if z & 1 else value
-        made = hour_values.value(blob, row, unpack_qualifier(qualifier) if z & 2 else qualifier,
-                                 b"")
+    for (row, stored_qualifier, value, ts, z), raw, qualifier in zip(found, raws, qualifiers):
+        made = hour_values.value(rows, row, qualifier, b"")
         if made is None or not raw.startswith(made):
             continue
-        tail = raw[len(made):]
-        if len(tail) > hour_values.MAX_TAIL_BYTES:
+        stored = hour_values.marker(len(raw), raw[len(made):])
+        if len(stored) >= len(value) or len(raw) - len(made) > hour_values.MAX_TAIL_BYTES:
             continue
-        # What every read makes of the marker, checked here: the very bytes.
-        if made + tail != raw:
+        # What every read makes of the marker (``cell_value``), checked: the very bytes.
+        if _made_again(rows, row, qualifier, stored) != raw:
             continue
-        stored = hour_values.marker(len(raw), tail)
-        if len(stored) < len(value):
-            updates.append((table, row, qualifier, stored, ts, flag | (z & 2)))
+        updates.append((table, row, stored_qualifier, stored, ts, flag | (z & 2)))
     db.executemany("DELETE FROM cells WHERE tbl = ? AND row = ? AND family = 't'"
                    " AND qualifier = ?", [update[:3] for update in updates])
     db.executemany("INSERT INTO cells (tbl, row, family, qualifier, value, ts, z)"
@@ -221,6 +232,14 @@ def stored_bytes(db: sqlite3.Connection, table: str) -> tuple[int, int]:
     hours, size = db.execute("SELECT count(*), sum(length(data)) FROM hour_columns"
                              " WHERE tbl = ?", (table,)).fetchone()
     return int(hours), int(size or 0)
+
+
+def _made_again(rows: hour_blob.BlobRows, row: bytes, qualifier: bytes, stored: bytes
+                ) -> bytes | None:
+    try:
+        return hour_values.cell_value(rows, row, qualifier, stored)
+    except ValueError:
+        return None
 
 
 def cell_value(blob: bytes | None, row: bytes, qualifier: bytes, z: int, stored: bytes) -> bytes:

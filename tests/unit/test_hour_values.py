@@ -94,7 +94,7 @@ def test_an_older_reader_fails_on_a_marker_instead_of_reading_it(tail: bytes) ->
 
 
 def test_one_row_decoded_alone_is_what_the_whole_blob_gives() -> None:
-    """``hour_blob.decode_row`` against ``decode``, over the blob layouts: regular or not,
+    """``hour_blob.BlobRows`` against ``decode``, over the blob layouts: regular or not,
     seconds or milliseconds, scaled, 4- or 8-byte floats, integers or a mix."""
     rng = np.random.default_rng(3)
     keys = [ROW[:-1] + bytes([k]) for k in range(5)]
@@ -115,9 +115,9 @@ def test_one_row_decoded_alone_is_what_the_whole_blob_gives() -> None:
             whole = hour_blob.decode(blob)
             starts = np.cumsum(counts) - counts
             for key, start, n in zip(keys, starts, counts):
-                found = hour_blob.decode_row(blob, key)
+                found = hour_blob.BlobRows(blob).row(key)
                 assert found is not None
                 assert (found[0] == whole.ts_ms[start:start + n] - BASE_S * 1000).all()
                 assert found[1].tobytes() == whole.values[start:start + n].tobytes()
                 assert (found[2] == whole.is_int[start:start + n]).all()
-            assert hour_blob.decode_row(blob, b"absent") is None
+            assert hour_blob.BlobRows(blob).row(b"absent") is None
