@@ -62,6 +62,13 @@ def value(blob: bytes | hour_blob.BlobRows, row: bytes, qualifier: bytes, tail: 
     return None if made is None else made + tail
 
 
+def points_bytes(qualifier: bytes) -> int | None:
+    """The bytes of the points a qualifier names (its value less a tail), or None when it
+    is not data points'."""
+    points = _points(qualifier)
+    return None if points is None else int(((points[1] & 7) + 1).sum())
+
+
 def _points(qualifier: bytes) -> tuple[np.ndarray, np.ndarray] | None:
     """Each point's offset from the row's base time (ms) and flags, or None when the
     qualifier is not data points'."""
@@ -96,6 +103,14 @@ def _point_bytes(values: np.ndarray, is_int: np.ndarray, flags: np.ndarray) -> b
         return None
     if flags.size and (flags == flags[0]).all() and int(flags[0]) in ONE_KIND:
         return values.astype(ONE_KIND[int(flags[0])]).tobytes()  # one kind: no gather
+    eight = flags == 0x0F
+    if (eight | (flags == 0x0B)).all():  # floats of both widths: each as 8 bytes, two words
+        words = values.astype(">f8").view(np.uint32).reshape(-1, 2)
+        four = ~eight
+        words[four, 0] = values[four].astype(">f4").view(np.uint32)
+        keep = np.ones(words.shape, np.bool_)
+        keep[:, 1] = eight  # a 4-byte float's second word dropped
+        return words[keep].tobytes()
     out = np.zeros((len(values), 8), np.uint8)
     done = np.zeros(len(values), np.bool_)
     for is_float, width, dtype in KINDS:

@@ -210,11 +210,11 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
     rows = hour_blob.BlobRows(blob)
     updates = []
     for (row, stored_qualifier, value, ts, z), raw, qualifier in zip(found, raws, qualifiers):
-        made = hour_values.value(rows, row, qualifier, b"")
-        if made is None or not raw.startswith(made):
+        size = hour_values.points_bytes(qualifier)
+        if size is None or not 0 <= len(raw) - size <= hour_values.MAX_TAIL_BYTES:
             continue
-        stored = hour_values.marker(len(raw), raw[len(made):])
-        if len(stored) >= len(value) or len(raw) - len(made) > hour_values.MAX_TAIL_BYTES:
+        stored = hour_values.marker(len(raw), raw[size:])
+        if len(stored) >= len(value):
             continue
         # What every read makes of the marker (``cell_value``), checked: the very bytes.
         if _made_again(rows, row, qualifier, stored) != raw:
