@@ -27,6 +27,7 @@ blob, so ``pytsd cells``, scans and exports still give OpenTSDB's bytes.
 from __future__ import annotations
 
 import sqlite3
+import zlib
 from collections.abc import Sequence
 
 from app.storage import hour_blob, hour_values
@@ -194,6 +195,10 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
     with the value triggers on) gives back byte for byte (``hour_values``); the cells
     stripped. Each is deleted and inserted again: SQLite merges pages a delete leaves
     underfull, not those an update does (which would keep the bytes' pages in use)."""
+    try:
+        rows = hour_blob.BlobRows(blob)
+    except ValueError:  # not a blob it can read: no value is dropped
+        return 0
     flag = hour_values.HOUR_VALUE | 1 | len(prefix) << hour_values.PREFIX_SHIFT
     found = [cell for cell in db.execute(
         "SELECT row, qualifier, value, ts, coalesce(z, 0) FROM cells WHERE tbl = ?"
@@ -203,11 +208,13 @@ def strip(db: sqlite3.Connection, table: str, prefix: bytes, blob: bytes) -> int
     keyed = [at for at, cell in enumerate(found) if cell[4] & 2]
     raws = [cell[2] for cell in found]
     qualifiers = [cell[1] for cell in found]
-    for at, raw in zip(packed, unpack_many([found[at][2] for at in packed])):
-        raws[at] = raw
-    for at, qualifier in zip(keyed, unpack_qualifiers([found[at][1] for at in keyed])):
-        qualifiers[at] = qualifier
-    rows = hour_blob.BlobRows(blob)
+    try:
+        for at, raw in zip(packed, unpack_many([found[at][2] for at in packed])):
+            raws[at] = raw
+        for at, qualifier in zip(keyed, unpack_qualifiers([found[at][1] for at in keyed])):
+            qualifiers[at] = qualifier
+    except (ValueError, zlib.error):  # a cell no read could give either: the hour as it is
+        return 0
     updates = []
     for (row, stored_qualifier, value, ts, z), raw, qualifier in zip(found, raws, qualifiers):
         size = hour_values.points_bytes(qualifier)
