@@ -20,7 +20,8 @@ from app.storage import hour_blob
 
 HOUR_VALUE = 4  # the ``z`` bit: the value is made from the hour's blob
 RESTORING = 64  # the ``z`` bit a trigger sets for a moment while it makes an hour whole
-PREFIX_SHIFT = 3  # ``z >> PREFIX_SHIFT``: the length of the hour's key prefix
+# ``z >> PREFIX_SHIFT``: the length of the hour's key prefix, above every flag bit.
+PREFIX_SHIFT = 8
 MARKER_METHOD = 9  # a packing method no pytsd inflates (sqlite_pack: 1 to 3)
 MARKER_HEAD_BYTES = 6  # method, 0, the value's length (uint32, little-endian)
 MAX_TAIL_BYTES = 2  # a marker is never a whole zlib stream, which older pytsd might inflate

@@ -90,9 +90,10 @@ WAL_LIMIT_BYTES = 64 * 1024 * 1024
 # A cell as stored may be packed (sqlite_pack.py): ``z & 1``, its value; ``z & 2``, its
 # qualifier kept as a short key. What every read selects instead of the bare columns:
 # ``z & 4``: the value is in the hour's blob (``hour_values``, ``sqlite_hours``), whose key is the
-# row's first ``z >> 3`` bytes.
+# row's first ``z >> PREFIX_SHIFT`` bytes.
 VALUE = ("CASE WHEN z & 4 THEN tsd_hour_value((SELECT data FROM hour_columns AS h"
-         " WHERE h.tbl = cells.tbl AND h.hour = substr(cells.row, 1, cells.z >> 3)),"
+         " WHERE h.tbl = cells.tbl AND h.hour = substr(cells.row, 1,"
+         f" cells.z >> {hour_values.PREFIX_SHIFT})),"
          " cells.row, cells.qualifier, cells.z, cells.value)"
          " WHEN z & 1 THEN tsd_unpack(value) ELSE value END")
 VALUE_LENGTH = "CASE WHEN z & 1 THEN tsd_unpacked_length(value) ELSE length(value) END"
@@ -710,7 +711,7 @@ def _hour_made(store: SqliteStore, table: str, cells: list[tuple[list[Any], Any,
     blobs: dict[bytes, BlobRows | None] = {}
     for row, found, at in cells:
         z, stored = found[at], found[at + 2]
-        prefix = found[0][:z >> 3]
+        prefix = found[0][:z >> hour_values.PREFIX_SHIFT]
         if prefix not in blobs:
             blob = sqlite_hours.blob(db, table, prefix)
             blobs[prefix] = None if blob is None else BlobRows(blob)
