@@ -7,7 +7,13 @@ cells`' path) is the same, and so is every answer, while the one's cells hold no
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 import sqlite3
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -207,3 +213,56 @@ def test_an_existing_store_opens_and_reads_the_same(tmp_path: Path, settled: Non
     for (key, cells), (_, old_cells) in zip(got, expected):
         if new.layout.parse_row_key(key).base_time_s != DAY:
             assert cells == old_cells  # the hours not written to: the very bytes
+
+
+KILLED_WRITER = """
+import json, sys
+from app.tsdb import hour_cache
+from app.tsdb.compaction import compact_table
+from app.tsdb.writer import DataPoint, PointWriter
+from tests.conftest import app_over, make_tsdb
+real = hour_cache.clock_ms
+hour_cache.clock_ms = lambda: real() + 60_000  # the hours settled: their columns are kept
+config, day, hours = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+tsdb = make_tsdb(config)
+client = app_over(tsdb).test_client()
+for k in range(10_000):  # late points into closed, stripped hours; compaction; a read
+    ts = day + (k % hours) * 3600 + 10 * (k // hours) + 5
+    assert not any(PointWriter(tsdb).write([DataPoint("m", ts, k + 0.5, {"host": "a"})]))
+    print(ts, k + 0.5, flush=True)
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    assert client.get(f"/api/query?start={day}&end={day + hours * 3600 - 1}"
+                      "&m=sum:1m-avg:m").status_code == 200
+"""
+
+
+def test_a_process_killed_while_it_strips_and_restores_loses_nothing(
+        tmp_path: Path, settled: None) -> None:
+    """kill -9 of a process writing late points into stripped hours, compacting them and
+    keeping them again, at some moment: every cell reads, every acknowledged point is there."""
+    tsdb = _open(tmp_path, "killed.db", True)
+    assert not any(PointWriter(tsdb).write(_points()))
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    _answers(app_over(tsdb).test_client())
+    assert _stripped(tsdb) > 0
+    with subprocess.Popen(
+            [sys.executable, "-c", KILLED_WRITER, json.dumps(dict(tsdb.config)), str(DAY),
+             str(HOURS)], cwd=Path(__file__).resolve().parents[2], stdout=subprocess.PIPE,
+            text=True) as child:
+        assert child.stdout is not None
+        acknowledged = [child.stdout.readline() for _ in range(8)]
+        time.sleep(0.3)  # somewhere in a compaction, a strip or a restore
+        os.kill(child.pid, signal.SIGKILL)
+        assert child.wait(timeout=30) == -signal.SIGKILL
+    assert all(acknowledged), "the writer stopped before it was killed"
+    reopened = _open(tmp_path, "killed.db", True)
+    _cells(reopened)  # every cell reads (a stripped one from its hour's column)
+    reply = app_over(reopened).test_client().get(
+        f"/api/query?start={DAY}&end={DAY + HOURS * 3600 - 1}&m=sum:m{{host=a}}")
+    dps = reply.get_json()[0]["dps"]
+    for line in acknowledged:
+        ts, value = line.split()
+        assert dps[ts] == float(value)
+    expected = {point.timestamp: point.value for point in _points()
+                if point.tags == {"host": "a"}}
+    assert all(dps[str(ts)] == value for ts, value in expected.items())
