@@ -27,7 +27,7 @@ from typing import Any
 
 from app.config import SETTINGS
 from app.errors import StorageError
-from app.storage import sqlite_columns, sqlite_hours
+from app.storage import hour_values, sqlite_columns, sqlite_hours
 from app.storage.base import (
     CellBlock,
     ColumnsPut,
@@ -37,6 +37,7 @@ from app.storage.base import (
     StoreSpace,
     prefix_stop,
 )
+from app.storage.hour_blob import BlobRows
 from app.storage.sqlite_block import fits
 from app.storage.sqlite_merge import mark_cells, split_qualified
 from app.storage.sqlite_pack import (
@@ -88,7 +89,13 @@ PAGE_SIZE_BYTES = 16384  # of a new store (an existing one keeps its own): docs/
 WAL_LIMIT_BYTES = 64 * 1024 * 1024
 # A cell as stored may be packed (sqlite_pack.py): ``z & 1``, its value; ``z & 2``, its
 # qualifier kept as a short key. What every read selects instead of the bare columns:
-VALUE = "CASE WHEN z & 1 THEN tsd_unpack(value) ELSE value END"
+# ``z & 4``: the value is in the hour's blob (``hour_values``, ``sqlite_hours``), whose key is the
+# row's first ``z >> PREFIX_SHIFT`` bytes.
+VALUE = ("CASE WHEN z & 4 THEN tsd_hour_value((SELECT data FROM hour_columns AS h"
+         " WHERE h.tbl = cells.tbl AND h.hour = substr(cells.row, 1,"
+         f" cells.z >> {hour_values.PREFIX_SHIFT})),"
+         " cells.row, cells.qualifier, cells.z, cells.value)"
+         " WHEN z & 1 THEN tsd_unpack(value) ELSE value END")
 VALUE_LENGTH = "CASE WHEN z & 1 THEN tsd_unpacked_length(value) ELSE length(value) END"
 QUALIFIER = "CASE WHEN z & 2 THEN tsd_unpack_qualifier(qualifier) ELSE qualifier END"
 # What the scans select instead: the cells as stored, unpacked a batch at a time
@@ -123,9 +130,12 @@ class SqliteStore:
     sets_itself_up = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT) -> None:
+                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT,
+                 one_copy: bool = False) -> None:
         self.path = str(path)
         self.pack_cells = pack_cells  # compacted columns packed at rest (sqlite_pack.py)
+        # A kept hour column holds its cells' values, the cells only their keys (hour_values.py)
+        self.one_copy = one_copy
         self.synchronous = synchronous
         self.page_size = page_size
         self._local = threading.local()
@@ -173,6 +183,8 @@ class SqliteStore:
         db.create_function("tsd_unpacked_length", 1, unpacked_length, deterministic=True)
         db.create_function("tsd_points", 1, count_points, deterministic=True)
         db.create_function("tsd_unpack_qualifier", 1, unpack_qualifier, deterministic=True)
+        db.create_function("tsd_hour_value", 5, sqlite_hours.cell_value, deterministic=True)
+        db.create_function("tsd_restore", 5, sqlite_hours.restored, deterministic=True)
         return db
 
     def _write_connection(self) -> sqlite3.Connection:
@@ -355,7 +367,7 @@ class SqliteTable:
             args.append(row_stop)
         cursor = self._db().execute(sql + " ORDER BY row, family, qualifier", args)
         cursor.arraysize = batch_size
-        yield from _group_rows(self.store, cursor, limit)
+        yield from _group_rows(self.store, self.name, cursor, limit)
 
     def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int, int]]:
@@ -502,7 +514,7 @@ class SqliteTable:
         cells: Row = {}
         newest = size = 0
         while batch := cursor.fetchmany():
-            for row, qualifier, value, ts in _unpacked(self.store, batch, 1):
+            for row, qualifier, value, ts in _unpacked(self.store, self.name, batch, 1):
                 if row != current:
                     if current is not None:
                         yield (current, cells, len(cells), newest,
@@ -601,7 +613,10 @@ class SqliteTable:
         with self.store.transaction() as db:
             if has_staged(db, self.name):  # staged cells change their hours as they merge
                 merge_staged(db, self.name, self.store.pack_cells)
-            return sqlite_hours.put(db, self.name, prefix_bytes, hours)
+            kept = sqlite_hours.put(db, self.name, prefix_bytes, hours, self.store.one_copy)
+        if kept and self.store.one_copy:  # the pages the values held
+            self.store.release_free_pages()
+        return kept
 
     def scan_newest(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int]]:
@@ -665,31 +680,60 @@ def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:
     return " AND (" + " OR ".join(terms) + ")", params
 
 
-def _unpacked(store: SqliteStore, batch: list[Any], at: int) -> list[Any]:
+def _unpacked(store: SqliteStore, table: str, batch: list[Any], at: int) -> list[Any]:
     """The SQL rows of ``batch`` with the cell as stored (``z, qualifier, value`` from column
-    ``at``) replaced by its qualifier and value as OpenTSDB wrote them: the batch's packed
-    cells unpacked together (``sqlite_pack.unpack_many``, ``unpack_qualifiers``), or found
-    unpacked already (``store.unpacked_values``, ``unpacked_keys``)."""
-    values = [i for i, found in enumerate(batch) if found[at] and found[at] & 1]
+    ``at``; the row key in column 0) replaced by its qualifier and value as OpenTSDB wrote
+    them: the batch's packed cells unpacked together (``sqlite_pack.unpack_many``,
+    ``unpack_qualifiers``), or found unpacked already (``store.unpacked_values``,
+    ``unpacked_keys``), and values kept in their hour's blob made from it (:func:`_hour_made`)."""
+    values = [i for i, found in enumerate(batch) if found[at] and found[at] & 5 == 1]
     keys = [i for i, found in enumerate(batch) if found[at] and found[at] & 2]
-    if not values and not keys:
+    in_hours = [i for i, found in enumerate(batch) if found[at] and found[at] & 4]
+    if not values and not keys and not in_hours:
         return [found[:at] + found[at + 1:] for found in batch]
     rows = [list(found[:at] + found[at + 1:]) for found in batch]
     for i, value in zip(values, store.unpacked_values([batch[i][at + 2] for i in values])):
         rows[i][at + 1] = value
     for i, key in zip(keys, store.unpacked_keys([batch[i][at + 1] for i in keys])):
         rows[i][at] = key
+    if in_hours:
+        _hour_made(store, table, [(rows[i], batch[i], at) for i in in_hours])
     return [tuple(row) for row in rows]
 
 
-def _group_rows(store: SqliteStore, cursor: sqlite3.Cursor, limit: int | None
+def _hour_made(store: SqliteStore, table: str, cells: list[tuple[list[Any], Any, int]]) -> None:
+    """Each cell's value made from its hour's blob (``hour_values``), read on the scan's own
+    connection, so in its snapshot while its statement runs. Once its statement is done (the
+    last batch) the hour may have changed since: such a cell's value is read again as it is
+    now, by key (a blob found is the one the cell's value is in: a blob that holds values
+    is never replaced)."""
+    db = store.connection()
+    blobs: dict[bytes, BlobRows | None] = {}
+    for row, found, at in cells:
+        z, stored = found[at], found[at + 2]
+        prefix = found[0][:z >> hour_values.PREFIX_SHIFT]
+        if prefix not in blobs:
+            blob = sqlite_hours.blob(db, table, prefix)
+            blobs[prefix] = None if blob is None else BlobRows(blob)
+        if (rows := blobs[prefix]) is not None:
+            row[at + 1] = hour_values.cell_value(rows, found[0], row[at], stored)
+            continue
+        now = db.execute(f"SELECT {VALUE} FROM cells WHERE tbl = ? AND row = ?"
+                         " AND family = 't' AND qualifier = ?",
+                         (table, found[0], found[at + 1])).fetchone()
+        if now is None:
+            raise StorageError("A cell changed while it was read", "retry the read")
+        row[at + 1] = now[0]
+
+
+def _group_rows(store: SqliteStore, table: str, cursor: sqlite3.Cursor, limit: int | None
                 ) -> Iterator[tuple[bytes, Row]]:
     """Fold the cell stream (sorted by row) into ``(row, cells)`` pairs."""
     current: bytes | None = None
     cells: Row = {}
     emitted = 0
     while batch := cursor.fetchmany():
-        for row, family, qualifier, value in _unpacked(store, batch, 2):
+        for row, family, qualifier, value in _unpacked(store, table, batch, 2):
             if row != current:
                 if current is not None:
                     yield current, cells

@@ -65,6 +65,12 @@ def pack(value: bytes, float_widths: list[int] | None = None) -> bytes | None:
     return best if len(best) <= len(value) - len(value) // PACK_MIN_SAVING else None
 
 
+def pack_plain(value: bytes) -> bytes:
+    """``value`` in a packed form whatever its size (stored, not deflated): for a cell that
+    must be packed (``sqlite_hours.restored``) where :func:`pack` would save nothing."""
+    return _with_header(PLAIN, 0, len(value), zlib.compress(value, 0))
+
+
 def unpack(packed: bytes) -> bytes:
     """The value :func:`pack` packed, byte for byte."""
     method, stride = packed[0], packed[1]

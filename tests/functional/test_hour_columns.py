@@ -188,8 +188,9 @@ def test_a_store_written_unpacked_answers_the_same_packed_and_back(
     assert _stored_flags(unpacked) == {None}
     unpacked.close()
 
-    default = make_tsdb({key: value for key, value in {**tsd_config, **OFF}.items()
-                         if key != "tsd.storage.sqlite.pack_cells"})
+    default = make_tsdb({**{key: value for key, value in {**tsd_config, **OFF}.items()
+                            if key != "tsd.storage.sqlite.pack_cells"},
+                         "tsd.storage.sqlite.one_copy": False})  # the cells' own packing
     client = app_over(default).test_client()
     assert _query(client, "sum:1m-avg:m")[0]["dps"] == MINUTES  # from the cells
     assert _query(client, "sum:1m-avg:m")[0]["dps"] == MINUTES  # from their hour columns

@@ -1,4 +1,4 @@
-"""The hour columns' blob (``app/tsdb/read/hour_blob.py``): every layout gives back the very
+"""The hour columns' blob (``app/storage/hour_blob.py``): every layout gives back the very
 points, bit for bit, row keys, weights and stamps it was made from."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from app.tsdb.read import hour_blob
-from app.tsdb.read.hour_blob import (
+from app.storage import hour_blob
+from app.storage.hour_blob import (
     FLAG_ALL_INTS,
     FLAG_FLOAT32,
     FLAG_NO_INTS,

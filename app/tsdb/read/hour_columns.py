@@ -25,11 +25,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from app.errors import StorageError
+from app.storage import hour_blob
 from app.storage.base import HOUR_COLUMN, SCAN_STAMPED, HourColumn, HourPut, Row, able
+from app.storage.hour_blob import HourRows
 from app.tsdb import hour_cache
-from app.tsdb.read import hour_blob
 from app.tsdb.read.decode import decode_pass
-from app.tsdb.read.hour_blob import HourRows
 from app.tsdb.read.keys import MAX_TIMESPAN_S
 from app.tsdb.read.rows import RowReader
 

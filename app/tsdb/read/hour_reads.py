@@ -18,11 +18,11 @@ from app.engine.model import Series
 from app.query.filters import series_matches
 from app.storage.base import HourColumn
 from app.storage.codec_decode import DecodedRow
+from app.storage.hour_blob import HourRows
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import Block, CachedRow, cache_for
 from app.tsdb.read import rows as row_reading
 from app.tsdb.read.fused import FusedRead
-from app.tsdb.read.hour_blob import HourRows
 from app.tsdb.read.hour_columns import closed_hours, source
 from app.tsdb.read.plan import NO_CACHE
 from app.tsdb.read.rows import RowReader

@@ -221,3 +221,75 @@ def _regular_times(first_ms: np.ndarray, step_ms: np.ndarray, counts: np.ndarray
     ts_ms *= np.repeat(step_ms, counts)
     ts_ms += np.repeat(first_ms, counts)
     return ts_ms
+
+
+class BlobRows:
+    """An hour's blob opened for its rows one at a time (a cell's value made from its hour's
+    blob: ``hour_values``): the sections located once, each row's points decoded only when
+    asked for, exactly as :func:`decode` gives them (ts in milliseconds since the hour's base
+    time: ``decode``'s less its ``base_s``)."""
+
+    def __init__(self, blob: bytes) -> None:
+        if len(blob) < HEAD_DTYPE.itemsize:
+            raise ValueError("an hour column shorter than its head")
+        head = np.frombuffer(blob, HEAD_DTYPE, 1)[0]
+        if int(head["version"]) != VERSION:
+            raise ValueError(f"an hour column of version {int(head['version'])}")
+        flags, rows, points = int(head["flags"]), int(head["rows"]), int(head["points"])
+        body = memoryview(blob)[HEAD_DTYPE.itemsize:]
+        if flags & FLAG_ZLIB:
+            body = memoryview(zlib.decompress(body))
+        at = 0
+
+        def take(dtype: str, count: int) -> np.ndarray:
+            nonlocal at
+            array = np.frombuffer(body, dtype, count, at)
+            at += -(-array.nbytes // 8) * 8
+            return array
+
+        ends = np.cumsum(take("<u2", rows), dtype=np.int64).tolist()
+        keys = bytes(take("u1", int(head["key_bytes"])))
+        self.index = {keys[start:end]: i for i, (start, end) in enumerate(zip([0, *ends[:-1]],
+                                                                               ends))}
+        self.counts = take("<u4", rows).astype(np.int64)
+        self.firsts = (np.cumsum(self.counts) - self.counts).tolist()
+        for dtype in ("<u4", "<u4", "<i8"):  # stored bytes, cells, newest write time
+            take(dtype, rows)
+        self.flags = flags
+        if flags & FLAG_REGULAR:
+            self.starts = take("<u4", rows).astype(np.int64)
+            self.steps = take("<u4", rows).astype(np.int64)
+        else:
+            self.offsets = take("<u2" if flags & FLAG_SECONDS else "<u4", points)
+        if flags & FLAG_SCALED:
+            self.scale = 10.0 ** int(head["scale"])
+            self.values = take("<i2" if int(head["width"]) == 2 else "<i4", points)
+        else:
+            self.values = take("<f4" if flags & FLAG_FLOAT32 else "<f8", points)
+        if not flags & (FLAG_NO_INTS | FLAG_ALL_INTS):
+            self.ints = take("u1", points)
+
+    def row(self, key: bytes) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """The row's points ``(ts_ms since the base time, values, is_int)``, or None when
+        the blob has no such row."""
+        index = self.index.get(key)
+        if index is None:
+            return None
+        first, count = self.firsts[index], int(self.counts[index])
+        flags, end = self.flags, first + count
+        if flags & FLAG_REGULAR:
+            ts_ms = _regular_times(self.starts[index:index + 1], self.steps[index:index + 1],
+                                   self.counts[index:index + 1], count)
+        else:
+            ts_ms = self.offsets[first:end].astype(np.int64)
+            if flags & FLAG_SECONDS:
+                ts_ms *= 1000
+        if flags & FLAG_SCALED:
+            values = np.divide(self.values[first:end], self.scale, dtype=np.float64)
+        else:
+            values = self.values[first:end].astype(np.float64)
+        if flags & (FLAG_NO_INTS | FLAG_ALL_INTS):
+            is_int = np.full(count, bool(flags & FLAG_ALL_INTS))
+        else:
+            is_int = self.ints[first:end].astype(np.bool_)
+        return ts_ms, values, is_int
