@@ -219,9 +219,8 @@ def print_ratios(state: str, medians: dict[str, dict[str, float]]) -> None:
 
 
 def scan_rpc_env(scan_rpc: str, zk_quorum: str) -> dict[str, str]:
-    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` (and, native, the quorum)."""
-    if scan_rpc == "thrift":
-        return {}
+    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` and the quorum (always set:
+    the default, ``auto``, would read natively wherever ZooKeeper answers)."""
     return {env_name("tsd.storage.hbase.scan_rpc"): scan_rpc,
             env_name("tsd.storage.hbase.zk_quorum"): zk_quorum}
 
@@ -237,7 +236,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--runs", type=int, default=7, help="runs of each query per server")
     parser.add_argument("--skip", default="", help="phases to leave out: ingest, query")
-    parser.add_argument("--scan-rpc", choices=("thrift", "native"), default="thrift",
+    parser.add_argument("--scan-rpc", choices=("thrift", "native", "auto"), default="thrift",
                         help="pytsd's tsd.storage.hbase.scan_rpc")
     parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum with "
                         "--scan-rpc native (default: HBase's host)")
