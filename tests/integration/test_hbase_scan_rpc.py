@@ -148,8 +148,12 @@ def test_auto_is_the_default_and_reads_natively_where_zookeeper_answers(
     assert native is not None
     calls: list[str] = []
     real_call = native.call
-    native.call = lambda server, method, request: (  # type: ignore[method-assign]
-        calls.append(method) or real_call(server, method, request))
+
+    def recording(server: str, method: str, request: bytes) -> tuple[bytes, bytes]:
+        calls.append(method)
+        return real_call(server, method, request)
+
+    native.call = recording  # type: ignore[method-assign]
     for query, expected in written["expected"].items():
         assert answers(client, query) == expected, query
     assert store.scan_rpc.on_native is True
