@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import socket
 import threading
 import time
@@ -287,3 +288,27 @@ def test_each_gunicorn_worker_decides_for_itself(written: dict[str, Any],
     decided = [line for line in log.read_text().splitlines()
                if "scans go over HBase's native RPC" in line]
     assert len(decided) == 2, decided  # once per worker
+
+
+def test_a_forked_process_probes_for_itself(written: dict[str, Any]) -> None:
+    """A store made before a fork (gunicorn with preload): the child does not inherit the
+    parent's decision, it probes on its first scan."""
+    tsdb = over(written, zk_quorum=REFUSED)
+    rpc = hbase_store(tsdb).scan_rpc
+    assert rpc.client() is None and rpc.probes == 1
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: report, then leave without running the parent's cleanup
+        try:
+            before = rpc.on_native
+            rpc.client()
+            os.write(write, f"{before},{rpc.probes}".encode())
+        finally:
+            os._exit(0)
+    os.close(write)
+    with os.fdopen(read, "rb") as answer:
+        reported = answer.read()
+    os.waitpid(pid, 0)
+    assert reported == b"None,2"
+    assert rpc.on_native is False and rpc.probes == 1  # the parent's own, untouched
+    tsdb.close()
