@@ -77,11 +77,20 @@ SETTINGS: dict[str, Setting] = {
         "through the Thrift gateway. The answers are the same either way.",
     ),
     "tsd.storage.hbase.scan_rpc": Setting(
-        "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
-        "pytsd: how data-table scans read HBase: `thrift` (through the Thrift1 gateway) or "
-        "`native` (HBase's own RPC to the region servers, found through ZooKeeper: "
-        "`tsd.storage.hbase.zk_quorum`; cells come back as cell blocks, not a Thrift object "
-        "each). Writes (see `tsd.storage.hbase.write_rpc`) and other tables stay on Thrift.",
+        "auto", lambda text: _choice(text, ("AUTO", "THRIFT", "NATIVE")).lower(),
+        "pytsd: how data-table scans read HBase: `native` (HBase's own RPC to the region "
+        "servers, found through ZooKeeper: `tsd.storage.hbase.zk_quorum`; cells come back as "
+        "cell blocks, not a Thrift object each; a failure is a 503), `thrift` (through the "
+        "Thrift1 gateway), or `auto`: native when each process's first scan finds ZooKeeper, "
+        "`hbase:meta` and the region servers reachable, else Thrift (a warning in the log, "
+        "tried again every `tsd.storage.hbase.scan_rpc_probe_s`); `/api/stats` shows the "
+        "choice (`tsd.storage.hbase.native_scans`). Writes: `tsd.storage.hbase.write_rpc`; other "
+        "tables stay on Thrift.",
+    ),
+    "tsd.storage.hbase.scan_rpc_probe_s": Setting(
+        300.0, float,
+        "pytsd: with `tsd.storage.hbase.scan_rpc=auto` on Thrift, seconds between tries of "
+        "the native RPC (in the background: no query waits for them).",
     ),
     "tsd.storage.hbase.write_rpc": Setting(
         "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
@@ -93,8 +102,8 @@ SETTINGS: dict[str, Setting] = {
     "tsd.storage.hbase.zk_quorum": Setting(
         "localhost", str,
         "ZooKeeper quorum of the HBase cluster (`host[:port]`, comma separated; port 2181 "
-        "unless given). pytsd reads it only with `tsd.storage.hbase.scan_rpc=native` or "
-        "`tsd.storage.hbase.write_rpc=native`, "
+        "unless given). pytsd reads it for native scans (`tsd.storage.hbase.scan_rpc`) and "
+        "native writes (`tsd.storage.hbase.write_rpc=native`), "
         "from the first server that answers.",
     ),
     "tsd.storage.hbase.zk_basedir": Setting(

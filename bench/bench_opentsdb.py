@@ -222,10 +222,9 @@ def print_ratios(state: str, medians: dict[str, dict[str, float]]) -> None:
 
 
 def rpc_env(scan_rpc: str, write_rpc: str, zk_quorum: str) -> dict[str, str]:
-    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` and ``write_rpc`` (and, either
-    native, the quorum)."""
-    if scan_rpc == write_rpc == "thrift":
-        return {}
+    """pytsd's environment for ``tsd.storage.hbase.scan_rpc`` and ``write_rpc`` and the quorum
+    (always set: the default scan_rpc, ``auto``, would read natively wherever ZooKeeper
+    answers)."""
     return {env_name("tsd.storage.hbase.scan_rpc"): scan_rpc,
             env_name("tsd.storage.hbase.write_rpc"): write_rpc,
             env_name("tsd.storage.hbase.zk_quorum"): zk_quorum}
@@ -242,7 +241,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--runs", type=int, default=7, help="runs of each query per server")
     parser.add_argument("--skip", default="", help="phases to leave out: ingest, query")
-    parser.add_argument("--scan-rpc", choices=("thrift", "native"), default="thrift",
+    parser.add_argument("--scan-rpc", choices=("thrift", "native", "auto"), default="thrift",
                         help="pytsd's tsd.storage.hbase.scan_rpc")
     parser.add_argument("--write-rpc", choices=("thrift", "native"), default="thrift",
                         help="pytsd's tsd.storage.hbase.write_rpc")

@@ -118,7 +118,9 @@ def backend_config(backend: str, tmp_path: Path, extra: dict[str, Any] | None = 
         if not address:
             pytest.skip("HBase tests need TSD_TEST_HBASE=host:port (run `make hbase-up`)")
         config = {"tsd.storage": f"hbase://{address}",
-                  "tsd.storage.hbase.table_prefix": HBASE_TABLE_SETS.acquire()}
+                  "tsd.storage.hbase.table_prefix": HBASE_TABLE_SETS.acquire(),
+                  # scan_rpc=auto (the default): native scans where this ZooKeeper answers
+                  "tsd.storage.hbase.zk_quorum": hbase_zk_quorum()}
     else:
         config = {"tsd.storage": f"sqlite:///{tmp_path / 'tsdb.db'}"}
     return {**config, **(extra or {})}

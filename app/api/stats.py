@@ -26,7 +26,7 @@ from app.api.mode import endpoint_segment
 from app.observe import metrics
 from app.observe.health import STORE_HEALTH
 from app.observe.queries import query_log
-from app.storage.base import SPACE_USED, StoreSpace, able
+from app.storage.base import SPACE_USED, STORE_STATS, StoreSpace, able
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import cache_for
 from app.tsdb.rollup_backfill import progress as rollup_progress
@@ -222,6 +222,9 @@ def collect(tsdb: TSDB) -> list[dict[str, Any]]:
                    ("tsd.uid.ids-burned", uids.ids_burned, tags)]
     points += background_points(tsdb, now_s)
     points += _space_points(tsdb, now_s)
+    store_stats = able(tsdb.data_table(), STORE_STATS)
+    if store_stats is not None:
+        points += store_stats.store_stats()
     points += [(metric, value, dict(tags)) for metric, value, tags in tsdb.plugins.stats()]
     return [_point(metric, value, tags, now_s, host) for metric, value, tags in points]
 

@@ -252,6 +252,14 @@ class SpaceUsed(Protocol):
 
 
 @runtime_checkable
+class StoreStats(Protocol):
+    def store_stats(self) -> list[tuple[str, float | int, dict[str, str]]]:
+        """The store's own figures for ``/api/stats`` as ``(metric, value, tags)``, of this
+        process (HBase: which RPC its data scans take)."""
+        ...
+
+
+@runtime_checkable
 class AppendMany(Protocol):
     def append_many(self, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
         """:meth:`Table.append` of each ``(row, column, value)``, in order within a row and
@@ -420,6 +428,7 @@ SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
 VERSIONED: Ability[Versioned] = Ability("version", Versioned)
 SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
+STORE_STATS: Ability[StoreStats] = Ability("store_stats", StoreStats)
 PUT_BLOCK: Ability[PutBlock] = Ability("put_block", PutBlock)
 ROW_REGEX: Ability[RowRegex] = Ability("with_row_regex", RowRegex)
 SCAN_COLUMNS: Ability[ScanColumns] = Ability("scan_columns", ScanColumns)
@@ -428,7 +437,7 @@ HOUR_COLUMN: Ability[HourColumn] = Ability("hour_column", HourColumn)
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
     SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN)
+    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN, STORE_STATS)
 """Every optional ability (its name is the method it adds)."""
 
 

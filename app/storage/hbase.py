@@ -56,6 +56,7 @@ from app.storage.hbase_native import filters as native_filters
 from app.storage.hbase_native.calls import NativeScannerCalls
 from app.storage.hbase_native.client import NativeClient
 from app.storage.hbase_native.multi import MultiWriter
+from app.storage.hbase_native.scan_rpc import AutoScannerCalls, ScanRpc
 from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
@@ -116,12 +117,17 @@ class HBaseStore:
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,
                  scan_filters: bool = True, native: NativeClient | None = None,
-                 native_tables: frozenset[str] = frozenset(), native_writes: bool = False
-                 ) -> None:
+                 native_tables: frozenset[str] = frozenset(), native_writes: bool = False,
+                 scan_rpc: str = "native", probe_every_s: float = 300.0) -> None:
         self.host = host
-        # HBase's native RPC for the scans of these tables (``tsd.storage.hbase.scan_rpc``).
+        self.table_prefix = table_prefix
+        # HBase's native RPC for the scans of these tables, when ``scan_rpc`` says so
+        # (``tsd.storage.hbase.scan_rpc``: ``hbase_native.scan_rpc`` decides).
         self.native = native
         self.native_tables = native_tables
+        self.scan_rpc = ScanRpc(scan_rpc if native is not None else "thrift", native,
+                                [self.full_name(name) for name in sorted(native_tables)],
+                                probe_every_s)
         # ... and for every put and append (``tsd.storage.hbase.write_rpc``).
         self.native_writer = (MultiWriter(native.call, native.regions, native.zk_quorum)
                               if native is not None and native_writes else None)
@@ -129,7 +135,6 @@ class HBaseStore:
         self.scan_filters = scan_filters
         self.port = port
         self.address = f"{host}:{port}"
-        self.table_prefix = table_prefix
         self.timeout_ms = timeout_ms
         # The writers get connections of their own on top of the readers' pool_size, so a
         # burst of writes never leaves a query waiting for a connection (or the reverse).
@@ -157,10 +162,10 @@ class HBaseStore:
         host, _, port = address.rpartition(":")
         if not host or not port.isdigit():
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
+        scan_rpc = config["tsd.storage.hbase.scan_rpc"]
         native = None
-        scans, writes = (config[f"tsd.storage.hbase.{rpc}_rpc"] == "native"
-                         for rpc in ("scan", "write"))
-        if scans or writes:
+        writes = config["tsd.storage.hbase.write_rpc"] == "native"
+        if scan_rpc != "thrift" or writes:  # no socket yet: the first data scan probes (auto)
             native = NativeClient(config["tsd.storage.hbase.zk_quorum"],
                                   config["tsd.storage.hbase.zk_basedir"],
                                   config["tsd.storage.hbase.timeout_ms"] / 1000)
@@ -168,7 +173,8 @@ class HBaseStore:
                    config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
                    config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"],
                    config["tsd.storage.hbase.scan_filters"], native,
-                   frozenset({config["tsd.storage.hbase.data_table"]} if scans else ()), writes)
+                   frozenset({config["tsd.storage.hbase.data_table"]}), writes, scan_rpc,
+                   config["tsd.storage.hbase.scan_rpc_probe_s"])
 
     # ------------------------------------------------------------ connections
 
@@ -367,7 +373,7 @@ class HBaseTable:
     # The optional abilities of ``app.storage.base`` this backend offers (and
     # ``with_row_regex``, FilteringHBaseTable, while ``tsd.storage.hbase.scan_filters`` is on).
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "scan_many",
-                           "scan_packed", "scan_stamps_packed", "append_many"})
+                           "scan_packed", "scan_stamps_packed", "append_many", "store_stats"})
 
     def __init__(self, store: HBaseStore, name: str) -> None:
         self.store = store
@@ -375,7 +381,8 @@ class HBaseTable:
         self.full_name = store.full_name(name)
         # ANDed to every scan's filter: what ``with_row_regex`` sets.
         self.row_filter: bytes | None = None
-        self.native = store.native if name in store.native_tables else None
+        # The store's choice of RPC for this table's scans (None: Thrift always).
+        self.scan_rpc = store.scan_rpc if name in store.native_tables else None
 
     def _call(self, op: str, fn: Callable[[Client], T], retry: bool = False) -> T:
         return self.store.call(f"{op} {self.name}", fn, retry)
@@ -390,15 +397,24 @@ class HBaseTable:
                        filter_string, shape, self.store.prefetcher())
 
     def _scanner_calls(self, filter_string: bytes | None) -> ScannerCalls:
-        """Thrift's scanner calls, or the native client's when it is on for this table and
-        expresses the filter (``hbase_native.filters``; any other stays on Thrift)."""
-        if self.native is None:
+        """Thrift's scanner calls, or the native client's when ``scan_rpc`` has this scan
+        go native and the client expresses the filter (``hbase_native.filters``; any other
+        stays on Thrift); under ``auto``, native ones that finish on Thrift if need be."""
+        native = self.scan_rpc.client() if self.scan_rpc is not None else None
+        if native is None:
             return self
         try:
             native_filter = native_filters.from_filter_string(filter_string)
         except native_filters.Unsupported:
             return self
-        return NativeScannerCalls(self.native, self.name, self.full_name, native_filter)
+        calls = NativeScannerCalls(native, self.name, self.full_name, native_filter)
+        if self.scan_rpc is not None and self.scan_rpc.setting == "auto":
+            return AutoScannerCalls(calls, self, self.scan_rpc)
+        return calls
+
+    def store_stats(self) -> list[tuple[str, float | int, dict[str, str]]]:
+        """This process's RPC for data scans (``hbase_native.scan_rpc``), for /api/stats."""
+        return self.store.scan_rpc.stat_lines()
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         found = self._call("get row of", lambda c: c.getRowWithColumns(

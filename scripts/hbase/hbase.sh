@@ -4,9 +4,10 @@
 # Thrift1 gateway (buffered transport, binary protocol: happybase's defaults).
 # Jars come from Maven Central via scripts/hbase/pom.xml and are cached in .hbase/lib.
 #
-# Usage: scripts/hbase/hbase.sh start|stop|status|clean|fetch|run
+# Usage: scripts/hbase/hbase.sh start|stop|status|clean|fetch|run|conf
 #        scripts/hbase/hbase.sh gateway start|stop PORT
 #   fetch  only download the jars (the Docker image's build step)
+#   conf   only write $HBASE_DIR/run/conf (what start would run with)
 #   run    start, then stay in the foreground streaming the logs until SIGTERM/SIGINT or
 #          until either JVM exits (the Docker image's command)
 #   gateway  one more Thrift1 gateway on PORT beside the running cluster (one per pytsd
@@ -15,6 +16,12 @@
 #   HBASE_THRIFT_PORT  Thrift1 port on 127.0.0.1            (default 9090)
 #   HBASE_THRIFT_BIND  address Thrift listens on            (default 127.0.0.1; 0.0.0.0 in Docker)
 #   HBASE_ZK_PORT      embedded ZooKeeper client port        (default 2181)
+#   HBASE_RPC_BIND     address ZooKeeper, master and region server listen on
+#                      (default 127.0.0.1; 0.0.0.0 in Docker, for pytsd's native scans)
+#   HBASE_HOSTNAME     name master and region server register under in ZooKeeper: where
+#                      native clients (pytsd's tsd.storage.hbase.scan_rpc) connect to them.
+#                      It must resolve here and for them (default: HBase's own lookup of
+#                      the bind address; `hbase` in docker-compose.yml)
 #   HBASE_DIR          cache + run dir                       (default <repo>/.hbase)
 #   HBASE_START_TIMEOUT seconds to wait for a round trip     (default 180)
 #   HBASE_MASTER_HEAP / HBASE_THRIFT_HEAP  -Xmx values       (default 1g / 512m)
@@ -35,6 +42,8 @@ BIND_HOST=127.0.0.1
 THRIFT_BIND=${HBASE_THRIFT_BIND:-$BIND_HOST}
 THRIFT_PORT=${HBASE_THRIFT_PORT:-9090}
 ZK_PORT=${HBASE_ZK_PORT:-2181}
+RPC_BIND=${HBASE_RPC_BIND:-$BIND_HOST}
+ADVERTISED_HOST=${HBASE_HOSTNAME:-}
 START_TIMEOUT_S=${HBASE_START_TIMEOUT:-180}
 STOP_TIMEOUT_S=60
 MASTER_HEAP=${HBASE_MASTER_HEAP:-1g}
@@ -68,6 +77,13 @@ fetch_jars() {
 }
 
 # ---------------------------------------------------------------- config
+# The name ZooKeeper hands native clients for the master and the region server.
+advertised_host_properties() {
+    [[ -n $ADVERTISED_HOST ]] || return 0
+    echo "  <property><name>hbase.master.hostname</name><value>$ADVERTISED_HOST</value></property>"
+    echo "  <property><name>hbase.unsafe.regionserver.hostname</name><value>$ADVERTISED_HOST</value></property>"
+}
+
 write_conf() {
     mkdir -p "$CONF" "$LOGS" "$RUN/tmp" "$RUN/data"
     cat >"$CONF/hbase-site.xml" <<EOF
@@ -82,14 +98,16 @@ write_conf() {
   <property><name>hbase.unsafe.stream.capability.enforce</name><value>false</value></property>
   <property><name>hbase.zookeeper.quorum</name><value>$BIND_HOST</value></property>
   <property><name>hbase.zookeeper.property.clientPort</name><value>$ZK_PORT</value></property>
+  <property><name>hbase.zookeeper.property.clientPortAddress</name><value>$RPC_BIND</value></property>
   <!-- no web UIs: fewer ports, fewer jars needed -->
   <property><name>hbase.master.info.port</name><value>-1</value></property>
   <property><name>hbase.regionserver.info.port</name><value>-1</value></property>
   <property><name>hbase.thrift.info.port</name><value>-1</value></property>
   <!-- master/RS RPC on ephemeral ports so only ZK and Thrift ports can collide -->
   <property><name>hbase.localcluster.assign.random.ports</name><value>true</value></property>
-  <property><name>hbase.master.ipc.address</name><value>$BIND_HOST</value></property>
-  <property><name>hbase.regionserver.ipc.address</name><value>$BIND_HOST</value></property>
+  <property><name>hbase.master.ipc.address</name><value>$RPC_BIND</value></property>
+  <property><name>hbase.regionserver.ipc.address</name><value>$RPC_BIND</value></property>
+$(advertised_host_properties)
   <!-- faster start of a one-RS cluster: the master otherwise waits the full 4.5 s for more
        region servers, and a too-early reportForDuty is retried only after 3 s -->
   <property><name>hbase.master.wait.on.regionservers.mintostart</name><value>1</value></property>
@@ -331,10 +349,11 @@ cmd_gateway() {
 case ${1:-} in
     start) cmd_start ;;
     fetch) fetch_jars ;;
+    conf) write_conf; echo "$CONF/hbase-site.xml" ;;
     run) cmd_run ;;
     stop) cmd_stop ;;
     status) cmd_status ;;
     clean) cmd_clean ;;
     gateway) cmd_gateway "${2:-}" "${3:-}" ;;
-    *) echo "usage: $0 start|stop|status|clean|fetch|run|gateway" >&2; exit 2 ;;
+    *) echo "usage: $0 start|stop|status|clean|fetch|run|conf|gateway" >&2; exit 2 ;;
 esac

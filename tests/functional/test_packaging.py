@@ -152,6 +152,52 @@ def test_hbase_image_uses_the_ci_recipe() -> None:
     assert service(COMPOSE, "hbase")["build"] == {"context": "./scripts/hbase"}
 
 
+def image_env() -> dict[str, str]:
+    """The HBase image's ENV (its final stage)."""
+    final = instructions(HBASE_DIR / "Dockerfile")
+    return dict(line.split("=", 1) for v in values(final, "ENV") for line in v.split())
+
+
+def hbase_site(tmp_path: Path, env: dict[str, str]) -> dict[str, str]:
+    """The hbase-site.xml ``hbase.sh conf`` writes with ``env``: {name: value}."""
+    import xml.etree.ElementTree as ElementTree
+
+    written = subprocess.run(
+        ["bash", str(HBASE_DIR / "hbase.sh"), "conf"], check=True, capture_output=True,
+        text=True, env={"PATH": "/usr/bin:/bin", **env, "HBASE_DIR": str(tmp_path)})
+    root = ElementTree.parse(written.stdout.strip()).getroot()
+    return {str(p.findtext("name")): str(p.findtext("value")) for p in root.iter("property")}
+
+
+def test_pytsd_reads_natively_from_the_hbase_services_zookeeper() -> None:
+    """scan_rpc=auto (not forced to Thrift) with ZooKeeper on the hbase service, whose
+    region server registers under the service's name, which is also its hostname."""
+    hbase, image = service(COMPOSE, "hbase"), image_env()
+    name = urlsplit(service(COMPOSE, "pytsd")["environment"]["TSD_STORAGE"]).hostname
+    assert hbase["hostname"] == hbase["environment"]["HBASE_HOSTNAME"] == name == "hbase"
+    for client in ("pytsd", "init"):
+        env = service(COMPOSE, client)["environment"]
+        assert env["TSD_STORAGE_HBASE_ZK_QUORUM"] == f"{name}:{image['HBASE_ZK_PORT']}"
+        assert env.get("TSD_STORAGE_HBASE_SCAN_RPC", "auto") in ("auto", "native")
+    assert image["HBASE_RPC_BIND"] == "0.0.0.0"
+
+
+def test_hbase_sh_listens_and_registers_where_compose_expects(tmp_path: Path) -> None:
+    image, compose_env = image_env(), service(COMPOSE, "hbase")["environment"]
+    site = hbase_site(tmp_path / "docker", {**image, **compose_env})
+    assert site["hbase.zookeeper.property.clientPort"] == image["HBASE_ZK_PORT"]
+    for key in ("hbase.zookeeper.property.clientPortAddress", "hbase.master.ipc.address",
+                "hbase.regionserver.ipc.address"):
+        assert site[key] == "0.0.0.0", key
+    assert site["hbase.master.hostname"] == site["hbase.unsafe.regionserver.hostname"] == "hbase"
+    # Without them (make hbase-up, CI): everything on the loopback, HBase's own names.
+    local = hbase_site(tmp_path / "local", {})
+    assert {local[key] for key in ("hbase.zookeeper.property.clientPortAddress",
+                                   "hbase.master.ipc.address",
+                                   "hbase.regionserver.ipc.address")} == {"127.0.0.1"}
+    assert not any(key.endswith("hostname") for key in local)
+
+
 # ---------------------------------------------------------------- Grafana
 def test_datasource_url_is_the_pytsd_service_port() -> None:
     url = urlsplit(DATASOURCE["url"])

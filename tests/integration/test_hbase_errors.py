@@ -2,7 +2,9 @@
 500 otherwise, never a stack trace; and the one retry of a broken connection.
 
 Failures are real: a port nobody listens on, a listener that never answers, a listener that
-hangs up, and a TCP proxy in front of the real HBase whose connections the test cuts.
+hangs up, and a TCP proxy in front of the real HBase whose connections the test cuts. The
+proxy is in front of the Thrift gateway, so the scans that must cross it are Thrift's
+(``THRIFT``; the native RPC's failures: test_hbase_native.py, test_hbase_scan_rpc.py).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from app.storage.hbase import HBaseStore
 from app.tsdb import TSDB
 from tests.conftest import app_over, backend_config, drop_tables, hbase_address, make_tsdb
 
+THRIFT = {"tsd.storage.hbase.scan_rpc": "thrift"}  # data scans through the proxy too
 QUERY = "/api/query?start=1356998400&end=1356998460&m=sum:sys.cpu.user"
 POINT = {"metric": "sys.cpu.user", "timestamp": 1356998400, "value": 1,
          "tags": {"host": "web01"}}
@@ -197,7 +200,7 @@ def proxied(hbase_host_port: tuple[str, int], tmp_path: Path
             ) -> Iterator[tuple[Proxy, TSDB, Flask]]:
     """A TSDB over recycled test tables, reached through a proxy the test can cut."""
     proxy = Proxy(hbase_host_port)
-    config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True})
+    config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True, **THRIFT})
     config["tsd.storage"] = f"hbase://127.0.0.1:{proxy.port}"
     tsdb = make_tsdb(config)
     app = app_over(tsdb)
@@ -244,7 +247,7 @@ def test_concurrent_salt_scans_fail_as_a_503_when_hbase_goes_away(
         hbase_host_port: tuple[str, int], tmp_path: Path) -> None:
     proxy = Proxy(hbase_host_port)
     config = backend_config("hbase", tmp_path, {"tsd.core.auto_create_metrics": True,
-                                                "tsd.storage.salt.width": 1})
+                                                "tsd.storage.salt.width": 1, **THRIFT})
     config["tsd.storage"] = f"hbase://127.0.0.1:{proxy.port}"
     tsdb = make_tsdb(config)
     app = app_over(tsdb)

@@ -1,6 +1,7 @@
 """HBase scans fetch the next batch while the caller reads the last (``hbase_scan.Scanner``
 with the store's prefetch threads): rows in key order, limits exact, a scan left early ends
-its call in flight and frees its connection."""
+its call in flight and frees its connection. Through Thrift (``scan_rpc=thrift``): its
+connections and replies are what these tests watch."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ def one_connection(tmp_path: Path) -> Iterator[TSDB]:
     """Recycled test tables behind a pool of one Thrift connection: a prefetch that kept its
     connection, or a scan left with a call in flight, would starve the next call."""
     config = backend_config("hbase", tmp_path, {"tsd.storage.hbase.pool_size": 1,
-                                                "tsd.storage.hbase.timeout_ms": 3000})
+                                                "tsd.storage.hbase.timeout_ms": 3000,
+                                                "tsd.storage.hbase.scan_rpc": "thrift"})
     tsdb = make_tsdb(config)
     yield tsdb
     drop_tables(tsdb)

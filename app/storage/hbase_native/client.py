@@ -28,14 +28,14 @@ class NativeClient:
 
     def __init__(self, zk_quorum: str, zk_basedir: str = "/hbase",
                  timeout_s: float = 10.0) -> None:
+        self._lock = threading.Lock()  # first: __del__ needs them if parse_quorum raises
+        self._idle: dict[str, list[Connection]] = {}
+        self._pid = os.getpid()
         self.zk_quorum = zk_quorum
         self.zk_servers = zk.parse_quorum(zk_quorum)
         self.zk_basedir = zk_basedir
         self.timeout_s = timeout_s
-        self._lock = threading.Lock()
-        self._idle: dict[str, list[Connection]] = {}
         self._regions: dict[bytes, list[Region]] = {}
-        self._pid = os.getpid()
 
     # ------------------------------------------------------------ connections
 
@@ -72,6 +72,11 @@ class NativeClient:
                 idle.append(connection)
                 return
         connection.close()
+
+    def __del__(self) -> None:
+        # A store dropped without close() (as happybase's connections do for Thrift): its
+        # idle sockets are closed, not left to the collector.
+        self.close()
 
     def close(self) -> None:
         with self._lock:
