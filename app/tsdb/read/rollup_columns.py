@@ -196,6 +196,11 @@ class Grid:
     keys: bytes  # the earliest run's row keys: each series' first (smallest) key
     length: int  # of a row key
 
+    def first_keys(self) -> list[bytes]:
+        """Each series' first row key, in key order."""
+        length = self.length
+        return [self.keys[i * length:(i + 1) * length] for i in range(self.series)]
+
 
 def grid_of(parts: list[Part], time_at: int) -> Grid | None:
     """The parts' rows as a grid, when they are one (every part the same rows, each a
@@ -280,9 +285,8 @@ def _joined_grid(parts: list[Part | None], grid: Grid, interval_s: int) -> Joine
     total_values = int(ends[0, -1])
     spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
                       total_values + ends[1]], axis=1)
-    length = grid.length
-    return Joined(whole, [grid.keys[i * length:(i + 1) * length] for i in range(n)], spans,
-                  np.full(n, runs, np.int64), stored, row_starts)
+    return Joined(whole, grid.first_keys(), spans, np.full(n, runs, np.int64), stored,
+                  row_starts)
 
 
 def series_major(matrix: np.ndarray, grid: Grid, into: np.ndarray | None = None
@@ -296,8 +300,12 @@ def series_major(matrix: np.ndarray, grid: Grid, into: np.ndarray | None = None
         n, runs, width)
     if grid.position is None:
         out[...] = rows
-    else:
-        out[:, grid.position] = rows
+    else:  # runs of rows in time order (blocks, then the ends): a slice each, no gather
+        position = grid.position
+        cuts = [0, *(np.flatnonzero(np.diff(position) != 1) + 1).tolist(), runs]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            at = int(position[a])
+            out[:, at:at + b - a] = rows[:, a:b]
     return out.reshape(n, runs * width)
 
 

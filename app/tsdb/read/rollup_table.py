@@ -16,16 +16,20 @@ from typing import Any, cast
 
 import numpy as np
 
+from app.engine.aggregators import AGGREGATORS
 from app.engine.model import Series
+from app.engine.staged import SeriesName, in_one_buffer
 from app.storage import codec
 from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
-from app.tsdb.read import closed_ranges, rollup_ranges
-from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read import closed_ranges, rollup_columns, rollup_ranges
+from app.tsdb.read.keys import SeriesRows, UidConstraint, series_order
+from app.tsdb.read.rollup_columns import Part
+from app.tsdb.read.rollup_grid import GridBuckets
 from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
-from app.tsdb.read.rows import RowReader, StoredRow
+from app.tsdb.read.rows import CHECK_EVERY_ROWS, RowReader, StoredRow
 from app.tsdb.rollup_config import RollupInterval
 
 # A (series, bucket) key: the series' index above these bits, the bucket's below.
@@ -69,6 +73,82 @@ class RollupReader(RowReader):
         first_s = rollup_base_time(first_ms // 1000, units, multiplier)
         last_s = rollup_base_time((end_ms - 1) // 1000, units, multiplier)
         return self.read_stored(first_s, last_s)
+
+    def read_stored(self, first_s: int, last_s: int) -> list[Series]:
+        """The plan's series from the rollup rows with base times in ``[first_s, last_s]``:
+        with the hour cache off and the rows forming a grid, in whole-matrix steps
+        (``rollup_grid``); else row by row (:meth:`scan_rows`)."""
+        selection = self.plan.selection
+        source = self._source()
+        read = None
+        if not selection.tsuids and not (selection.by_key and selection.exact is not None):
+            read = source.columns_read(self.key_ranges(selection.metric_uid, first_s, last_s,
+                                                       selection.narrow))
+        if read is None:
+            return super().read_stored(first_s, last_s)
+        parts, loose = read
+        keep = self.constraint_test()
+        named = self._per_series(self._named) if selection.named else None
+        if not loose and self.kept_counts is None:
+            series = self._grid_series(parts, keep, named)
+            if series is not None:
+                return series
+        rows = source.rows_of(parts, loose)
+        stream = iter(rows if keep is None else [row for row in rows if keep(row[0])])
+        return self.decode(self.group(stream, named))
+
+    def _grid_series(self, parts: list[Part | None], keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None) -> list[Series] | None:
+        """The series of a columns read whose rows form a grid (None: they do not), counted,
+        filtered and named as :meth:`group` and :meth:`decode` do the same rows."""
+        present = [part for part in parts if part is not None]
+        time_at = self.layout.salt_width + self.layout.metric_width
+        grid = rollup_columns.grid_of(present, time_at)
+        if grid is None:
+            return None
+        buckets = GridBuckets.of(parts, grid, self.interval.interval_s, self.first_ms,
+                                 self.end_ms, self.step_ms, self.combine)
+        if buckets is None:
+            return None
+        runs = int(grid.base_s.size)
+        stored = sum(part.weight.reshape(runs, grid.series).sum(axis=0)
+                     for part in present).tolist()
+        stats, sub, limits = self.stats, self.plan.sub, self.limits
+        limits.check_read(sub, stats.points, stats.bytes)
+        groups: list[SeriesRows] = []
+        index: dict[int, int] = {}  # a group's id -> its series in the grid
+        for i, key in enumerate(grid.first_keys()):
+            if keep is not None and not keep(key):
+                continue
+            stats.rows += runs
+            stats.bytes += stored[i]
+            if stats.rows % CHECK_EVERY_ROWS == 0:
+                limits.check_read(sub, stats.points, stats.bytes)
+                self.deadline.check(sub.index)
+            if named is not None and not named(key):
+                continue
+            group = SeriesRows(series_order(self.layout, key),
+                               self.layout.parse_row_key(key).tags)
+            index[id(group)] = i
+            groups.append(group)
+        limits.check_read(sub, stats.points, stats.bytes)
+        kept = self.matching(groups)
+        self.matched_rows = []
+        self.stats.series += len(kept)
+        rows = np.array([index[id(group)] for group, _ in kept], np.int64)
+        ts_ms, values, offsets = buckets.series(rows)
+        # One bucket's value is the downsample of its one point: the series come downsampled
+        # (``app.engine.staged``), the engine only fills, rates and merges them.
+        spec = self.plan.sub.downsample
+        assert spec is not None
+        of_one = AGGREGATORS[spec.function].of_one
+        assert of_one is not None  # every downsample a rollup answers has one
+        salt = self.layout.salt_width
+        names: list[SeriesName] = [
+            (group.row_order[salt:].hex().upper(), tags, [], group.row_order,
+             dict(zip(tags, group.tag_uids))) for group, tags in kept]
+        return list(in_one_buffer(names, ts_ms, of_one(values), offsets,
+                                  np.diff(offsets).tolist(), spec))
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
