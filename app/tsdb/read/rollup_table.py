@@ -25,7 +25,7 @@ from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
 from app.tsdb.read import closed_ranges, rollup_columns, rollup_ranges
-from app.tsdb.read.keys import SeriesRows, UidConstraint, series_order
+from app.tsdb.read.keys import SeriesRows, UidConstraint
 from app.tsdb.read.rollup_columns import Part
 from app.tsdb.read.rollup_grid import GridBuckets
 from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
@@ -110,28 +110,7 @@ class RollupReader(RowReader):
                                  self.end_ms, self.step_ms, self.combine)
         if buckets is None:
             return None
-        runs = int(grid.base_s.size)
-        stored = sum(part.weight.reshape(runs, grid.series).sum(axis=0)
-                     for part in present).tolist()
-        stats, sub, limits = self.stats, self.plan.sub, self.limits
-        limits.check_read(sub, stats.points, stats.bytes)
-        groups: list[SeriesRows] = []
-        index: dict[int, int] = {}  # a group's id -> its series in the grid
-        for i, key in enumerate(grid.first_keys()):
-            if keep is not None and not keep(key):
-                continue
-            stats.rows += runs
-            stats.bytes += stored[i]
-            if stats.rows % CHECK_EVERY_ROWS == 0:
-                limits.check_read(sub, stats.points, stats.bytes)
-                self.deadline.check(sub.index)
-            if named is not None and not named(key):
-                continue
-            group = SeriesRows(series_order(self.layout, key),
-                               self.layout.parse_row_key(key).tags)
-            index[id(group)] = i
-            groups.append(group)
-        limits.check_read(sub, stats.points, stats.bytes)
+        groups, index = self._grid_groups(grid, present, keep, named)
         kept = self.matching(groups)
         self.matched_rows = []
         self.stats.series += len(kept)
@@ -149,6 +128,42 @@ class RollupReader(RowReader):
              dict(zip(tags, group.tag_uids))) for group, tags in kept]
         return list(in_one_buffer(names, ts_ms, of_one(values), offsets,
                                   np.diff(offsets).tolist(), spec))
+
+    def _grid_groups(self, grid: rollup_columns.Grid, parts: list[Part],
+                     keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None
+                     ) -> tuple[list[SeriesRows], dict[int, int]]:
+        """The grid's series ``keep`` and ``named`` pass, each counted (its rows and stored
+        bytes) as :meth:`group` counts a joined row, with the series' index by group id."""
+        runs = int(grid.base_s.size)
+        stored = sum(part.weight.reshape(runs, grid.series).sum(axis=0)
+                     for part in parts).tolist()
+        stats, sub, limits = self.stats, self.plan.sub, self.limits
+        limits.check_read(sub, stats.points, stats.bytes)
+        layout = self.layout
+        time_at = layout.salt_width + layout.metric_width
+        tagk, pair = layout.tagk_width, layout.tagk_width + layout.tagv_width
+        tags_at = range(layout.tags_start, grid.length, pair)
+        whole_tags = (grid.length - layout.tags_start) % pair == 0
+        groups: list[SeriesRows] = []
+        index: dict[int, int] = {}
+        for i, key in enumerate(grid.first_keys()):
+            if keep is not None and not keep(key):
+                continue
+            stats.rows += runs
+            stats.bytes += stored[i]
+            if stats.rows % CHECK_EVERY_ROWS == 0:
+                limits.check_read(sub, stats.points, stats.bytes)
+                self.deadline.check(sub.index)
+            if named is not None and not named(key):
+                continue
+            tags = (tuple([(key[at:at + tagk], key[at + tagk:at + pair]) for at in tags_at])
+                    if whole_tags else layout.parse_row_key(key).tags)
+            group = SeriesRows(key[:time_at] + key[time_at + 4:], tags)
+            index[id(group)] = i
+            groups.append(group)
+        limits.check_read(sub, stats.points, stats.bytes)
+        return groups, index
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
