@@ -140,28 +140,36 @@ class RollupReader(RowReader):
                      for part in parts).tolist()
         stats, sub, limits = self.stats, self.plan.sub, self.limits
         limits.check_read(sub, stats.points, stats.bytes)
+        keys = grid.first_keys()
         layout = self.layout
         time_at = layout.salt_width + layout.metric_width
+        orders = [key[:time_at] + key[time_at + 4:] for key in keys]
         tagk, pair = layout.tagk_width, layout.tagk_width + layout.tagv_width
-        tags_at = range(layout.tags_start, grid.length, pair)
-        whole_tags = (grid.length - layout.tags_start) % pair == 0
+        if (grid.length - layout.tags_start) % pair == 0:  # tag UIDs sliced a column at a time
+            columns = [list(zip([key[at:at + tagk] for key in keys],
+                                [key[at + tagk:at + pair] for key in keys]))
+                       for at in range(layout.tags_start, grid.length, pair)]
+            tags = list(zip(*columns)) if columns else [()] * len(keys)
+        else:
+            tags = [layout.parse_row_key(key).tags for key in keys]
         groups: list[SeriesRows] = []
         index: dict[int, int] = {}
-        for i, key in enumerate(grid.first_keys()):
+        rows, read_bytes = stats.rows, stats.bytes
+        for i, key in enumerate(keys):
             if keep is not None and not keep(key):
                 continue
-            stats.rows += runs
-            stats.bytes += stored[i]
-            if stats.rows % CHECK_EVERY_ROWS == 0:
-                limits.check_read(sub, stats.points, stats.bytes)
+            rows += runs
+            read_bytes += stored[i]
+            if rows % CHECK_EVERY_ROWS == 0:
+                stats.rows, stats.bytes = rows, read_bytes
+                limits.check_read(sub, stats.points, read_bytes)
                 self.deadline.check(sub.index)
             if named is not None and not named(key):
                 continue
-            tags = (tuple([(key[at:at + tagk], key[at + tagk:at + pair]) for at in tags_at])
-                    if whole_tags else layout.parse_row_key(key).tags)
-            group = SeriesRows(key[:time_at] + key[time_at + 4:], tags)
+            group = SeriesRows(orders[i], tags[i])
             index[id(group)] = i
             groups.append(group)
+        stats.rows, stats.bytes = rows, read_bytes
         limits.check_read(sub, stats.points, stats.bytes)
         return groups, index
 
