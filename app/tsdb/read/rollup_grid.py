@@ -44,11 +44,11 @@ class GridBuckets:
         offsets = present[0].offsets[0].astype(np.int64)
         if not all(_every_row(p.offsets, offsets) for p in present):
             return None
-        if offsets.size > 1 and not (offsets[1:] > offsets[:-1]).all():
-            return None  # cells out of time order: the rows path sorts them
         # Each cell's time as the rows path stamps it: offsets in intervals, then the base.
         axis = (offsets * (interval_s * 1000))[None, :] + grid.base_s[:, None] * 1000
         axis = axis.ravel()
+        if axis.size > 1 and not (axis[1:] > axis[:-1]).all():
+            return None  # cells out of time order: the rows path sorts them
         lo, hi = (int(i) for i in np.searchsorted(axis, [first_ms, end_ms]))
         if lo == hi:
             return None
