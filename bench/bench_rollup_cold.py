@@ -56,6 +56,10 @@ def build(db: str, day_series: int) -> None:
 
 def query(db: str, name: str, cache: bool, profile: bool, runs: int) -> None:
     from app import create_app
+    from app.server.malloc import keep_freed, one_arena
+
+    one_arena()  # as a server's worker allocates (app/server/worker.py): freed arrays are
+    keep_freed()  # kept for the next query, not faulted in again by each
 
     config = settings(db)
     if not cache:

@@ -75,13 +75,6 @@ def _span_order(series: Sequence[Series]) -> list[Series]:
     return list(series)
 
 
-def _ordered_tags(s: Series) -> list[tuple[str, str]]:
-    """The series' tags in tagk-UID order (row-key order when UIDs are unknown)."""
-    if s.tag_uids and all(k in s.tag_uids for k in s.tags):
-        return sorted(s.tags.items(), key=lambda kv: s.tag_uids[kv[0]][0])
-    return list(s.tags.items())
-
-
 def _group_key(s: Series, tagks: list[str]) -> bytes | None:
     """Concatenated tagv UIDs of the group-by keys in tagk-UID order; None if one is missing."""
     if any(k not in s.tags for k in tagks):
@@ -112,14 +105,19 @@ def compute_tags(series: Sequence[Series]) -> tuple[dict[str, str], list[str]]:
     tags: dict[str, str] = {}
     discards: dict[str, None] = {}
     rank: dict[str, bytes | str] = {}
+    # A series' tags in any order: what each key ends as, and its rank, does not depend on
+    # it (the series' order decides), and both lists are sorted by rank at the end.
     for s in series:
-        for tagk, tagv in _ordered_tags(s):
-            rank.setdefault(tagk, s.tag_uids[tagk][0] if tagk in s.tag_uids else tagk)
+        uids = s.tag_uids
+        for tagk, tagv in s.tags.items():
+            if tagk not in rank:
+                rank[tagk] = uids[tagk][0] if tagk in uids else tagk
             if tagk in discards:
                 continue
-            if tagk not in tags:
+            seen = tags.get(tagk)
+            if seen is None:
                 tags[tagk] = tagv
-            elif tags[tagk] != tagv:
+            elif seen != tagv:
                 discards[tagk] = None
                 del tags[tagk]
 

@@ -76,12 +76,6 @@ def longs_of(series: Series) -> Int64Array:
     return np.where(series.is_int, series.values, 0.0).astype(np.int64)
 
 
-def _inside(series: Sequence[Series], start_ms: int, end_ms: int) -> bool:
-    """Every point of every series lies in ``[start_ms, end_ms)`` (checked on the ends only)."""
-    return all(len(s.ts_ms) == 0 or (s.ts_ms[0] >= start_ms and s.ts_ms[-1] < end_ms)
-               for s in series)
-
-
 def _data_address_reader() -> Callable[[npt.NDArray[Any]], int]:
     """How to read an array's data pointer. ``__array_interface__`` builds a dict per call
     (~0.9 us; three per series in ``flatten`` were ~10 % of a warm rollup read); on CPython
@@ -142,29 +136,40 @@ def _joined(arrays: Sequence[npt.NDArray[Any]], dtype: type) -> npt.NDArray[Any]
     return np.concatenate([np.asarray(a, dtype=dtype) for a in arrays])
 
 
-def flatten(series: Sequence[Series], start_ms: int, end_ms: int) -> FlatSeries:
+def flatten(series: Sequence[Series], start_ms: int, end_ms: int, *,
+            doubles: bool = False) -> FlatSeries:
     """Concatenate ``series`` (views, not copies, of arrays already in place one after the
-    other), keeping only points with ``start_ms <= ts < end_ms``."""
+    other), keeping only points with ``start_ms <= ts < end_ms``. ``doubles``: every point
+    is a double (downsampled series, ``app.engine.staged``): their flags are not read."""
     lengths = np.array([len(s.ts_ms) for s in series], dtype=np.int64)
     total = int(lengths.sum())
     offsets = np.concatenate(([0], np.cumsum(lengths))).astype(np.int64)
     if total == 0:
         return FlatSeries(np.zeros(0, dtype=np.int64), np.zeros(0), np.zeros(0, dtype=np.int64),
                           np.zeros(0, dtype=bool), offsets)
-    is_int = _joined([s.is_int for s in series], np.bool_)
-    if is_int.any():
-        longs = np.concatenate([longs_of(s) for s in series])
+    if doubles:
+        is_float = constant(True, np.bool_, total)
+        longs = constant(0, np.int64, total)
     else:
-        # Read-only zeros that take no memory: only integer points need their longs.
-        longs = np.broadcast_to(np.zeros(1, dtype=np.int64), (total,))
+        is_int = _joined([s.is_int for s in series], np.bool_)
+        if is_int.any():
+            longs = np.concatenate([longs_of(s) for s in series])
+        else:
+            # Read-only zeros that take no memory: only integer points need their longs.
+            longs = np.broadcast_to(np.zeros(1, dtype=np.int64), (total,))
+        is_float = ~is_int
     flat = FlatSeries(
         ts_ms=_joined([s.ts_ms for s in series], np.int64),
         values=_joined([s.values for s in series], np.float64),
         longs=longs,
-        is_float=~is_int,
+        is_float=is_float,
         offsets=offsets,
     )
-    if _inside(series, start_ms, end_ms):
+    # Every point inside, seen at each series' ends (its points are in time order).
+    filled = lengths > 0
+    ts_ms = flat.ts_ms
+    if (bool((ts_ms[offsets[:-1][filled]] >= start_ms).all())
+            and bool((ts_ms[offsets[1:][filled] - 1] < end_ms).all())):
         return flat
     return flat.with_mask((flat.ts_ms >= start_ms) & (flat.ts_ms < end_ms))
 

@@ -66,7 +66,7 @@ def finish_staged(sub: SubQuery, series: Sequence[StagedSeries], window: Window)
     their buckets joined (no copy when they lie in one buffer), filled, then the rate."""
     spec = sub.downsample
     assert spec is not None and all(s.downsample == spec for s in series)
-    flat = flatten(series, window.scan_start_ms, window.scan_end_ms)
+    flat = flatten(series, window.scan_start_ms, window.scan_end_ms, doubles=True)
     policy = FILL_POLICIES[spec.fill]
     if policy.fills:
         flat = apply_fill(flat, fill_grid(spec, window), policy.value)

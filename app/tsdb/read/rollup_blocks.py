@@ -179,7 +179,9 @@ def decode(data: bytes) -> Part | None:
 def _joined(matrices: list[np.ndarray]) -> np.ndarray:
     """Matrices one under the other; still one row seen again when each is that row."""
     first = matrices[0]
-    if all(alike(m) and np.array_equal(m[0], first[0]) for m in matrices):
+    # Rows read row by row are a matrix of their own, alike too when full (the ends).
+    if all(m.shape[0] and np.array_equal(m[0], first[0])
+           and (alike(m) or bool((m == m[0]).all())) for m in matrices):
         return np.broadcast_to(first[0], (sum(m.shape[0] for m in matrices), first.shape[1]))
     return np.concatenate(matrices)
 

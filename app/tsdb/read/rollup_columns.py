@@ -117,6 +117,9 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
     """The value part (and an average's count part) joined per series. ``time_at``: where
     a row key's 4-byte base time starts (the key without it names the series)."""
     present = [p for p in parts if p is not None]
+    grid = grid_of(present, time_at)
+    if grid is not None:
+        return _joined_grid(parts, grid, interval_s)
     series_of, base_s, firsts, key_at = _series(present, time_at)
     count = len(firsts)
     sizes = np.zeros((2, count), np.int64)
@@ -179,6 +182,131 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
         rows_per_series = np.bincount(distinct >> 32, minlength=count)
     return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored,
                   row_starts)
+
+
+@dataclass(frozen=True, slots=True)
+class Grid:
+    """Rows that form a (base time x series) grid: runs of rows, one base time each, every
+    run the same series in key order (the rows of whole blocks, then the ends read row by
+    row: every series has a row of every span, the common case)."""
+
+    series: int
+    base_s: np.ndarray  # per run, in time order
+    position: np.ndarray | None  # per run as the rows hold them: its place in time (None: as is)
+    keys: bytes  # the earliest run's row keys: each series' first (smallest) key
+    length: int  # of a row key
+
+    def first_keys(self) -> list[bytes]:
+        """Each series' first row key, in key order."""
+        length = self.length
+        return [self.keys[i * length:(i + 1) * length] for i in range(self.series)]
+
+
+def grid_of(parts: list[Part], time_at: int) -> Grid | None:
+    """The parts' rows as a grid, when they are one (every part the same rows, each a
+    matrix: one cell count per row), else None."""
+    if not parts or any(not p.width or p.rows != parts[0].rows for p in parts):
+        return None
+    part = parts[0]
+    rows = part.cells.size
+    length = int(part.row_len[0])
+    if not rows or length < time_at + 4 or not (part.row_len == length).all():
+        return None
+    keys = np.frombuffer(part.rows, np.uint8).reshape(rows, length)
+    base = keys[:, time_at:time_at + 4].copy().view(">u4").ravel().astype(np.int64)
+    cuts = np.flatnonzero(base[1:] != base[:-1]) + 1
+    series = int(cuts[0]) if cuts.size else rows
+    if rows % series or not np.array_equal(cuts, np.arange(series, rows, series)):
+        return None
+    runs = rows // series
+    grid = keys.reshape(runs, series, length)
+    if runs > 1 and not ((grid[1:, :, :time_at] == grid[0, :, :time_at]).all()
+                         and (grid[1:, :, time_at + 4:] == grid[0, :, time_at + 4:]).all()):
+        return None
+    if series > 1:  # distinct series in key order (their keys differ outside the base time)
+        rest = np.delete(grid[0], np.s_[time_at:time_at + 4], axis=1)
+        step = rest[1:].astype(np.int16) - rest[:-1]
+        first = np.argmax(step != 0, axis=1)
+        if not (step[np.arange(series - 1), first] > 0).all():
+            return None
+    run_base = base[::series]
+    order = np.argsort(run_base, kind="stable")
+    ordered = run_base[order]
+    if runs > 1 and not (ordered[1:] > ordered[:-1]).all():
+        return None
+    position = None
+    if (order != np.arange(runs)).any():
+        position = np.empty(runs, np.int64)
+        position[order] = np.arange(runs)
+    earliest = int(order[0]) * series * length
+    return Grid(series, ordered, position, part.rows[earliest:earliest + series * length],
+                 length)
+
+
+def _joined_grid(parts: list[Part | None], grid: Grid, interval_s: int) -> Joined:
+    """:func:`joined` of a grid: each part's (run x series) rows turned series-major by one
+    transposing copy, no sort and no gather."""
+    n, runs = grid.series, grid.base_s.size
+    present = [p for p in parts if p is not None]
+    total = sum(p.values.size for p in present)
+    whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
+                       np.empty(total, np.bool_))
+    row_starts: list[np.ndarray | None] = [None] * len(parts)
+    sizes = np.zeros((2, n), np.int64)
+    stored = np.zeros(n, np.int64)
+    position = grid.position
+    run_at = np.arange(runs, dtype=np.int64) if position is None else position
+    out = 0
+    for slot, part in enumerate(parts):
+        if part is None:
+            continue
+        width = part.width
+        end = out + part.values.size
+        shape = (n, runs, width)
+        ts_ms = whole.ts_ms[out:end]
+        if alike(part.offsets):
+            ts_ms.reshape(shape)[...] = part.offsets[0]
+        else:
+            series_major(part.offsets, grid, ts_ms)
+        ts_ms *= interval_s * 1000
+        ts_ms.reshape(shape)[...] += grid.base_s[None, :, None] * 1000
+        series_major(part.values, grid, whole.values[out:end])
+        if alike(part.is_int):
+            whole.is_int[out:end].reshape(shape)[...] = part.is_int[0]
+        else:
+            series_major(part.is_int, grid, whole.is_int[out:end])
+        # Row r (run r // n, series r % n) starts after its series' earlier runs and series.
+        row = np.arange(runs * n, dtype=np.int64)
+        row_starts[slot] = out + ((row % n) * runs + run_at[row // n]) * width
+        sizes[slot] = runs * width
+        stored += part.weight.reshape(runs, n).sum(axis=0)
+        out = end
+    ends = np.cumsum(sizes, axis=1)
+    total_values = int(ends[0, -1])
+    spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
+                      total_values + ends[1]], axis=1)
+    return Joined(whole, grid.first_keys(), spans, np.full(n, runs, np.int64), stored,
+                  row_starts)
+
+
+def series_major(matrix: np.ndarray, grid: Grid, into: np.ndarray | None = None
+                 ) -> np.ndarray:
+    """A part's (row x cell) ``matrix`` of a grid's rows as ``(series, runs * width)``,
+    each series' rows in time order: one transposing copy (into ``into`` when given)."""
+    n, runs = grid.series, grid.base_s.size
+    width = matrix.shape[1]
+    rows = matrix.reshape(runs, n, width).transpose(1, 0, 2)
+    out = np.empty((n, runs, width), matrix.dtype) if into is None else into.reshape(
+        n, runs, width)
+    if grid.position is None:
+        out[...] = rows
+    else:  # runs of rows in time order (blocks, then the ends): a slice each, no gather
+        position = grid.position
+        cuts = [0, *(np.flatnonzero(np.diff(position) != 1) + 1).tolist(), runs]
+        for a, b in zip(cuts[:-1], cuts[1:]):
+            at = int(position[a])
+            out[:, at:at + b - a] = rows[:, a:b]
+    return out.reshape(n, runs * width)
 
 
 def row_entries(parts: list[Part | None], joined: Joined

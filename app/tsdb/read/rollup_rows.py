@@ -224,11 +224,31 @@ class RowSource:
         columns.put_column_blocks(over, wanted, rollup_blocks.encode)
         return parts, loose
 
+    def columns_read(self, ranges: Sequence[tuple[bytes, bytes | None]]
+                     ) -> tuple[list[rollup_columns.Part | None],
+                                list[tuple[bytes, RollupRow]]] | None:
+        """With the hour cache off, the wanted aggregates' parts of ``ranges`` from the
+        columns the store keeps and the rows decoded cell by cell (what :meth:`rows_of`
+        makes rows of); None where there are no columns to read (then :meth:`rows`)."""
+        columns = able(self.table, SCAN_COLUMNS)
+        if (columns is None or self.cache is not None or self.time_at is None
+                or able(self.table, SCAN_PACKED) is None):
+            return None
+        try:
+            return self._read_columns(columns, ranges)
+        except StorageError as exc:  # e.g. a read-only file: the cells alone, as before
+            log.warning("rollup columns unavailable, reading cells: %s", exc.message)
+            return None
+
     def _from_columns(self, columns: ScanColumns, ranges: Sequence[tuple[bytes, bytes | None]]
                       ) -> list[tuple[bytes, RollupRow]]:
         """The rows of ``ranges`` from columns (``rollup_columns``), one joined row per
         series (the hour cache off: nothing kept)."""
-        parts, loose = self._read_columns(columns, ranges)
+        return self.rows_of(*self._read_columns(columns, ranges))
+
+    def rows_of(self, parts: list[rollup_columns.Part | None],
+                loose: list[tuple[bytes, RollupRow]]) -> list[tuple[bytes, RollupRow]]:
+        """The rows of a columns read, one joined row per series, in key order."""
         if all(part is None for part in parts):
             return loose
         assert self.time_at is not None

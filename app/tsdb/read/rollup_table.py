@@ -16,16 +16,20 @@ from typing import Any, cast
 
 import numpy as np
 
+from app.engine.aggregators import AGGREGATORS
 from app.engine.model import Series
+from app.engine.staged import SeriesName, in_one_buffer
 from app.storage import codec
 from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
-from app.tsdb.read import closed_ranges, rollup_ranges
+from app.tsdb.read import closed_ranges, rollup_columns, rollup_ranges
 from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read.rollup_columns import Part
+from app.tsdb.read.rollup_grid import GridBuckets
 from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
-from app.tsdb.read.rows import RowReader, StoredRow
+from app.tsdb.read.rows import CHECK_EVERY_ROWS, RowReader, StoredRow
 from app.tsdb.rollup_config import RollupInterval
 
 # A (series, bucket) key: the series' index above these bits, the bucket's below.
@@ -69,6 +73,105 @@ class RollupReader(RowReader):
         first_s = rollup_base_time(first_ms // 1000, units, multiplier)
         last_s = rollup_base_time((end_ms - 1) // 1000, units, multiplier)
         return self.read_stored(first_s, last_s)
+
+    def read_stored(self, first_s: int, last_s: int) -> list[Series]:
+        """The plan's series from the rollup rows with base times in ``[first_s, last_s]``:
+        with the hour cache off and the rows forming a grid, in whole-matrix steps
+        (``rollup_grid``); else row by row (:meth:`scan_rows`)."""
+        selection = self.plan.selection
+        source = self._source()
+        read = None
+        if not selection.tsuids and not (selection.by_key and selection.exact is not None):
+            read = source.columns_read(self.key_ranges(selection.metric_uid, first_s, last_s,
+                                                       selection.narrow))
+        if read is None:
+            return super().read_stored(first_s, last_s)
+        parts, loose = read
+        keep = self.constraint_test()
+        named = self._per_series(self._named) if selection.named else None
+        if not loose and self.kept_counts is None:
+            series = self._grid_series(parts, keep, named)
+            if series is not None:
+                return series
+        rows = source.rows_of(parts, loose)
+        stream = iter(rows if keep is None else [row for row in rows if keep(row[0])])
+        return self.decode(self.group(stream, named))
+
+    def _grid_series(self, parts: list[Part | None], keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None) -> list[Series] | None:
+        """The series of a columns read whose rows form a grid (None: they do not), counted,
+        filtered and named as :meth:`group` and :meth:`decode` do the same rows."""
+        present = [part for part in parts if part is not None]
+        time_at = self.layout.salt_width + self.layout.metric_width
+        grid = rollup_columns.grid_of(present, time_at)
+        if grid is None:
+            return None
+        buckets = GridBuckets.of(parts, grid, self.interval.interval_s, self.first_ms,
+                                 self.end_ms, self.step_ms, self.combine)
+        if buckets is None:
+            return None
+        groups, index = self._grid_groups(grid, present, keep, named)
+        kept = self.matching(groups)
+        self.matched_rows = []
+        self.stats.series += len(kept)
+        rows = np.array([index[id(group)] for group, _ in kept], np.int64)
+        ts_ms, values, offsets = buckets.series(rows)
+        # One bucket's value is the downsample of its one point: the series come downsampled
+        # (``app.engine.staged``), the engine only fills, rates and merges them.
+        spec = self.plan.sub.downsample
+        assert spec is not None
+        of_one = AGGREGATORS[spec.function].of_one
+        assert of_one is not None  # every downsample a rollup answers has one
+        salt = self.layout.salt_width
+        names: list[SeriesName] = [
+            (group.row_order[salt:].hex().upper(), tags, [], group.row_order,
+             dict(zip(tags, group.tag_uids))) for group, tags in kept]
+        return list(in_one_buffer(names, ts_ms, of_one(values), offsets,
+                                  np.diff(offsets).tolist(), spec))
+
+    def _grid_groups(self, grid: rollup_columns.Grid, parts: list[Part],
+                     keep: Callable[[bytes], bool] | None,
+                     named: Callable[[bytes], bool] | None
+                     ) -> tuple[list[SeriesRows], dict[int, int]]:
+        """The grid's series ``keep`` and ``named`` pass, each counted (its rows and stored
+        bytes) as :meth:`group` counts a joined row, with the series' index by group id."""
+        runs = int(grid.base_s.size)
+        stored = sum(part.weight.reshape(runs, grid.series).sum(axis=0)
+                     for part in parts).tolist()
+        stats, sub, limits = self.stats, self.plan.sub, self.limits
+        limits.check_read(sub, stats.points, stats.bytes)
+        keys = grid.first_keys()
+        layout = self.layout
+        time_at = layout.salt_width + layout.metric_width
+        orders = [key[:time_at] + key[time_at + 4:] for key in keys]
+        tagk, pair = layout.tagk_width, layout.tagk_width + layout.tagv_width
+        if (grid.length - layout.tags_start) % pair == 0:  # tag UIDs sliced a column at a time
+            columns = [list(zip([key[at:at + tagk] for key in keys],
+                                [key[at + tagk:at + pair] for key in keys]))
+                       for at in range(layout.tags_start, grid.length, pair)]
+            tags = list(zip(*columns)) if columns else [()] * len(keys)
+        else:
+            tags = [layout.parse_row_key(key).tags for key in keys]
+        groups: list[SeriesRows] = []
+        index: dict[int, int] = {}
+        rows, read_bytes = stats.rows, stats.bytes
+        for i, key in enumerate(keys):
+            if keep is not None and not keep(key):
+                continue
+            rows += runs
+            read_bytes += stored[i]
+            if rows % CHECK_EVERY_ROWS == 0:
+                stats.rows, stats.bytes = rows, read_bytes
+                limits.check_read(sub, stats.points, read_bytes)
+                self.deadline.check(sub.index)
+            if named is not None and not named(key):
+                continue
+            group = SeriesRows(orders[i], tags[i])
+            index[id(group)] = i
+            groups.append(group)
+        stats.rows, stats.bytes = rows, read_bytes
+        limits.check_read(sub, stats.points, stats.bytes)
+        return groups, index
 
     def scan_rows(self, metric_uid: bytes, first_s: int, last_s: int,
                   narrow: UidConstraint | None, keep: Callable[[bytes], bool] | None = None,
