@@ -142,14 +142,6 @@ def _back_scan_zero(case: Case, lines: list[str]) -> bool:
                                     (case.body or ""))
 
 
-def _count_of_rollups_only(case: Case, lines: list[str]) -> bool:
-    """A ``count`` downsample of the metric that has rollups but no raw points."""
-    from tests.differential.rollup_data import PRESET
-
-    return case.kind == "rollup" and _subs_with(case, lambda sub: sub["metric"] == PRESET and str(
-        sub.get("downsample", "")).endswith("-count"))
-
-
 DEPARTURES: list[Departure] = [
     # ---- pytsd's documented departures
     Departure("several-filters-on-one-key", "docs/query-differences.md",
@@ -192,8 +184,6 @@ DEPARTURES: list[Departure] = [
     Departure("overflow-message", "docs/query-differences.md",
               "Arithmetic that overflows to ±Infinity",
               lambda case, lines: "Got Infinity" in lines[0] and lines[0].startswith("message")),
-    Departure("rollup-count-reads-raw", "docs/differences.md",
-              "A `count` downsample reads raw data", _count_of_rollups_only),
     # ---- OpenTSDB 2.4.1's own bugs (pytsd stays right)
     Departure("opentsdb-explicit-tags-multi-value", "docs/differences.md",
               "`explicitTags` with multi-value filters",

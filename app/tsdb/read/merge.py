@@ -14,6 +14,7 @@ import numpy as np
 
 from app.engine.flat import longs_of
 from app.engine.model import Series
+from app.engine.staged import StagedSeries
 
 
 def merged(pieces: Sequence[Sequence[Series]]) -> list[Series]:
@@ -43,9 +44,16 @@ def _joined(parts: list[Series]) -> Series:
         ts_ms, values, is_int = ts_ms[order], values[order], is_int[order]
         longs = None if longs is None else longs[order]
     head = parts[0]
+    notes = [note for s in parts for note in s.annotations]
+    staged = [s for s in parts if isinstance(s, StagedSeries)]
+    if len(staged) == len(parts):  # buckets stay buckets (a count from rollups)
+        return StagedSeries(tsuid=head.tsuid, tags=head.tags, ts_ms=ts_ms, values=values,
+                            is_int=is_int, annotations=notes, row_order=head.row_order,
+                            tag_uids=head.tag_uids, downsample=staged[0].downsample,
+                            raw_points=sum(s.raw_points for s in staged))
     return Series(tsuid=head.tsuid, tags=head.tags, ts_ms=ts_ms, values=values, is_int=is_int,
-                  annotations=[note for s in parts for note in s.annotations],
-                  long_values=longs, row_order=head.row_order, tag_uids=head.tag_uids)
+                  annotations=notes, long_values=longs, row_order=head.row_order,
+                  tag_uids=head.tag_uids)
 
 
 def trimmed(series: Series, keep: np.ndarray) -> Series:

@@ -10,10 +10,11 @@ when that table has nothing (``ROLLUP_NOFALLBACK``, the default: nothing;
 
 pytsd departs from 2.4 to stay exact: rollups answer only downsamples they answer exactly
 (``avg`` = sum of sums / sum of counts, ``sum``, ``min``, ``max`` and their ``zim``/``mim``
-twins, epoch-aligned, not calendar, not ``all``), and the buckets after the *rollup horizon*
-(the open hour, plus ``tsd.rollups.compute.lag_s``) are read from raw rows. With the
-background pass on (``covered``), only hours the coverage record says are rolled and unchanged
-since come from the rollup table (docs/rollups.md, "Coverage").
+twins, ``count`` = sum of counts, epoch-aligned, not calendar, not ``all``), and the buckets
+after the *rollup horizon* (the open hour, plus ``tsd.rollups.compute.lag_s``) are read from
+raw rows. With the background pass on (``covered``), only hours the coverage record says are
+rolled and unchanged since come from the rollup table (docs/rollups.md, "Coverage"), and a
+``count`` reads the raw rows (they hold every point the rollups were made of).
 """
 
 from __future__ import annotations
@@ -34,8 +35,12 @@ DEFAULT_USAGE = "ROLLUP_NOFALLBACK"
 EXACT: dict[str, tuple[str, str]] = {
     "avg": ("sum", "avg"), "sum": ("sum", "sum"), "zimsum": ("sum", "sum"),
     "min": ("min", "min"), "mimmin": ("min", "min"), "max": ("max", "max"),
-    "mimmax": ("max", "max"),
+    "mimmax": ("max", "max"), "count": ("count", "sum"),
 }
+# Downsamples whose rollup buckets are the answer itself, not points to reduce again: a count
+# of points is the sum of the count cells, which counting the buckets would not give
+# (``rollup_read`` hands them to the engine downsampled).
+COUNTED = frozenset({"count"})
 HOUR_S = 3600
 
 
@@ -105,6 +110,8 @@ def candidates(config: RollupConfig, spec: Downsample | None, usage: str,
     if (spec is None or spec.run_all or spec.calendar or spec.interval_ms <= 0
             or usage == "ROLLUP_RAW" or spec.function.lower() not in EXACT):
         return []
+    if tracked_only and spec.function.lower() in COUNTED:
+        return []  # the background pass rolls what the raw rows hold: they count exactly
     found = config.best_matches(spec.interval_ms)
     if tracked_only:
         found = [i for i in found if i.default_interval or hour_local(i)]

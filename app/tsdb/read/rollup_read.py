@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from app.engine.downsample import Window
+from app.engine.execute import scan_bounds_ms, stage_raw
 from app.engine.model import Series
+from app.engine.staged import StagedSeries, in_one_buffer
 from app.tsdb.read.merge import merged, trimmed
-from app.tsdb.read.rollup_choice import EXACT, HOUR_S, RollupChoice
+from app.tsdb.read.rollup_choice import COUNTED, EXACT, HOUR_S, RollupChoice
 from app.tsdb.read.rollup_table import PreAggregateReader, RollupReader
 from app.tsdb.read.rows import RowReader
 from app.tsdb.read.series import read_rows
@@ -42,7 +45,37 @@ def read_planned(reader: RowReader, choice: RollupChoice) -> list[Series] | None
         last_s = (scan_end_ms - 1) // 1000
         raw = [trimmed(s, s.ts_ms >= split_ms)
                for s in read_rows(reader, first_s, last_s - last_s % HOUR_S)]
+    if sub.downsample is not None and sub.downsample.function.lower() in COUNTED:
+        return merged([as_buckets(reader, rolled), _counted(reader, raw)])
     return merged([rolled, raw])
+
+
+def as_buckets(reader: RowReader, rolled: list[Series]) -> list[Series]:
+    """Rollup buckets (one point each, already the answer: a count's sum of counts) as series
+    the read downsampled (``StagedSeries``), so the engine does not count them again."""
+    spec = reader.plan.sub.downsample
+    return [s if isinstance(s, StagedSeries) else
+            StagedSeries(tsuid=s.tsuid, tags=s.tags, ts_ms=s.ts_ms,
+                         values=s.values.astype(np.float64, copy=False),
+                         is_int=np.zeros(s.ts_ms.size, dtype=bool), annotations=s.annotations,
+                         row_order=s.row_order, tag_uids=s.tag_uids, downsample=spec,
+                         raw_points=int(s.ts_ms.size))
+            for s in rolled]
+
+
+def _counted(reader: RowReader, raw: list[Series]) -> list[Series]:
+    """Raw rows after the rollups, downsampled here as the engine would (fill policy ``none``,
+    no rate), to join the rollup buckets as buckets."""
+    if not raw:
+        return []
+    plan = reader.plan
+    spec = plan.sub.downsample
+    assert spec is not None
+    scan_start_ms, scan_end_ms = scan_bounds_ms(plan.start_ms, plan.end_ms, spec)
+    window = Window(scan_start_ms, scan_end_ms, plan.start_ms, plan.end_ms)
+    part = stage_raw(plan.sub, raw, window, reader.deadline)
+    return list(in_one_buffer(part.names, part.buckets.ts_ms, part.buckets.values,
+                              part.buckets.offsets, part.raw_points.tolist(), spec))
 
 
 def _read_rollups(reader: RowReader, tried: tuple[RollupInterval, ...], first_ms: int,
@@ -71,7 +104,9 @@ def _pre_aggregated(reader: RowReader, choice: RollupChoice) -> list[Series]:
         rolled = _read_rollups(reader, choice.tried, choice.first_ms, choice.split_ms,
                                pre_aggregate=True)
         if rolled or choice.usage == "ROLLUP_NOFALLBACK":
-            return rolled
+            spec = reader.plan.sub.downsample
+            counted = spec is not None and spec.function.lower() in COUNTED
+            return as_buckets(reader, rolled) if counted else rolled
     config = reader.tsdb.rollup_config
     assert config is not None
     plan = reader.plan

@@ -26,6 +26,7 @@ from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
 from app.tsdb.read import closed_ranges, rollup_columns, rollup_ranges
 from app.tsdb.read.keys import SeriesRows, UidConstraint
+from app.tsdb.read.rollup_choice import COUNTED
 from app.tsdb.read.rollup_columns import Part
 from app.tsdb.read.rollup_grid import GridBuckets
 from app.tsdb.read.rollup_rows import RollupRow, RowSource, Wanted, packed_from_cells
@@ -116,11 +117,13 @@ class RollupReader(RowReader):
         self.stats.series += len(kept)
         rows = np.array([index[id(group)] for group, _ in kept], np.int64)
         ts_ms, values, offsets = buckets.series(rows)
-        # One bucket's value is the downsample of its one point: the series come downsampled
-        # (``app.engine.staged``), the engine only fills, rates and merges them.
+        # One bucket's value is the downsample of its one point (a count's sum of counts is
+        # the answer itself): the series come downsampled (``app.engine.staged``), the engine
+        # only fills, rates and merges them.
         spec = self.plan.sub.downsample
         assert spec is not None
-        of_one = AGGREGATORS[spec.function].of_one
+        of_one = (_itself if spec.function.lower() in COUNTED
+                  else AGGREGATORS[spec.function].of_one)
         assert of_one is not None  # every downsample a rollup answers has one
         salt = self.layout.salt_width
         names: list[SeriesName] = [
@@ -349,3 +352,7 @@ def _runs(rows: Sequence[RollupRow], starts: np.ndarray,
         return d.ts_ms[a:b], d.values[a:b]
     return (np.concatenate([d.ts_ms[a:b] for d, a, b in slices]),
             np.concatenate([d.values[a:b] for d, a, b in slices]))
+
+
+def _itself(values: np.ndarray) -> np.ndarray:
+    return values
