@@ -61,6 +61,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             sweep = CompactionSweep(tsdb)
             tsdb.background_stats.append(sweep.stat_lines)
             run_sweep_in_background(sweep)
+    _strip_in_background(tsdb)
     if tsdb.rollup_config is not None and tsd_config["tsd.rollups.compute.background"]:
         from app.tsdb.rollups import RollupPass, run_rollups_in_background
 
@@ -79,3 +80,12 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
 
     mount_routes(app, tsdb.plugins)
     return app
+
+
+def _strip_in_background(tsdb: Any) -> None:
+    """One copy of the kept hours by the server's background work (``app.tsdb.hour_strip``);
+    a read-only node writes nothing."""
+    from app.tsdb.hour_strip import HourStrip, run_strip_in_background, wanted
+
+    if wanted(tsdb.config) and tsdb.config["tsd.mode"] != "ro":
+        run_strip_in_background(HourStrip(tsdb))

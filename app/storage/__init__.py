@@ -45,8 +45,7 @@ def open_store(config: Config) -> Store:
 
         return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"],
                            page_size=config["tsd.storage.sqlite.page_size"],
-                           pack_cells=config["tsd.storage.sqlite.pack_cells"],
-                           one_copy=config["tsd.storage.sqlite.one_copy"])
+                           pack_cells=config["tsd.storage.sqlite.pack_cells"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore
