@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from app import create_app
 from app.storage.sqlite import SqliteStore
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
@@ -311,3 +312,51 @@ def test_a_process_killed_while_it_strips_and_restores_loses_nothing(
     expected = {point.timestamp: point.value for point in _points()
                 if point.tags == {"host": "a"}}
     assert all(dps[str(ts)] == value for ts, value in expected.items())
+
+
+def test_one_process_of_two_strips_under_the_lease(twins: Twins) -> None:
+    """Two processes' jobs over one store: the lease's holder strips, the other waits."""
+    _answers(twins.clients[0])
+    first, second = HourStrip(twins.one, pause_s=0), HourStrip(twins.one, pause_s=0)
+    assert first.run_once().cells_stripped >= HOURS * 4
+    _answers(twins.clients[0])
+    twins.write([DataPoint("m", DAY + 5, 1.0, {"host": "a"})])  # the first hour whole again
+    twins.compact()
+    _answers(twins.clients[0])  # its column kept again, its cells whole
+    held = second.run_once()
+    assert held.held_by_other and held.cells_stripped == 0
+    assert first.run_once().cells_stripped > 0
+
+
+def test_the_server_strips_in_its_own_thread(tmp_path: Path, settled: None) -> None:
+    """A server (create_app) with a short interval: its background thread strips the hours
+    its first read kept, no other step."""
+    config = {"tsd.storage": f"sqlite:///{tmp_path / 'served.db'}",
+              "tsd.core.auto_create_metrics": True, "tsd.query.cache.max_bytes": 0,
+              "tsd.storage.sqlite.one_copy.interval_s": 1}
+    tsdb = make_tsdb(config)
+    assert not any(PointWriter(tsdb).write(_points()))
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    client = create_app(config).test_client()
+    answers = _answers(client)
+    deadline = time.monotonic() + 30
+    while _stripped(tsdb) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _stripped(tsdb) >= HOURS * 4
+    assert _answers(client) == answers
+
+
+def test_pytsd_compact_strips_the_kept_hours(tmp_path: Path, settled: None) -> None:
+    from click.testing import CliRunner
+
+    from app.cli import main
+
+    tsdb = _open(tmp_path, "cli.db", True)
+    assert not any(PointWriter(tsdb).write(_points()))
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    _answers(app_over(tsdb).test_client())
+    assert _stripped(tsdb) == 0
+    result = CliRunner().invoke(main, ["compact"], catch_exceptions=False, env={
+        "TSD_STORAGE": tsdb.config["tsd.storage"], "TSD_CONFIG": ""})
+    assert "one copy:" in result.output, result.output
+    assert _stripped(tsdb) >= HOURS * 4
