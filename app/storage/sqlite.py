@@ -620,16 +620,18 @@ class SqliteTable:
     def strip_hour_values(self, after: bytes, most: int) -> tuple[bytes | None, int]:
         """One copy of up to ``most`` kept hours after the prefix ``after`` (``sqlite_hours.
         strip_kept``), each in its own short write transaction (writers wait for one hour at
-        most); the last hour done (None when none is left after it) and the cells stripped."""
+        most); the last hour done (None when none is left after it: the free pages are then
+        given back) and the cells stripped."""
         self._settle()
         hours = sqlite_hours.unstripped(self._db(), self.name, after, most)
         stripped = 0
         for prefix in hours:
             with self.store.transaction() as db:
                 stripped += sqlite_hours.strip_kept(db, self.name, prefix)
-        if stripped:  # the pages the values held
-            self.store.release_free_pages()
-        return (hours[-1] if len(hours) == most else None), stripped
+        if len(hours) < most:  # the pass's end: the pages the values held, at once (the
+            self.store.release_free_pages()  # steps before reuse them as they go)
+            return None, stripped
+        return hours[-1], stripped
 
     def scan_newest(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int]]:
