@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from app.storage import embedded
 from app.storage.base import HOUR_COLUMN, HourColumn, able
 from app.tsdb.background import run_every
 from app.tsdb.lease import Lease
@@ -38,8 +39,9 @@ STEP_PAUSE_S = 0.05
 
 
 def wanted(config: Config) -> bool:
-    """Whether kept hours are stripped at all: the one place that decides (the setting)."""
-    return bool(config["tsd.storage.sqlite.one_copy"])
+    """Whether kept hours are stripped at all: the one place that decides (the setting, an
+    embedded store's)."""
+    return embedded(config) and bool(config["tsd.storage.sqlite.one_copy"])
 
 
 def stripping_table(tsdb: TSDB) -> HourColumn | None:
