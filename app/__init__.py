@@ -61,7 +61,6 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
             sweep = CompactionSweep(tsdb)
             tsdb.background_stats.append(sweep.stat_lines)
             run_sweep_in_background(sweep)
-    _strip_in_background(tsdb)
     if tsdb.rollup_config is not None and tsd_config["tsd.rollups.compute.background"]:
         from app.tsdb.rollups import RollupPass, run_rollups_in_background
 
@@ -79,6 +78,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from plugin.http import mount_routes
 
     mount_routes(app, tsdb.plugins)
+    _strip_in_background(tsdb)
     return app
 
 
