@@ -78,4 +78,14 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from plugin.http import mount_routes
 
     mount_routes(app, tsdb.plugins)
+    _strip_in_background(tsdb)
     return app
+
+
+def _strip_in_background(tsdb: Any) -> None:
+    """One copy of the kept hours by the server's background work (``app.tsdb.hour_strip``);
+    a read-only node writes nothing."""
+    from app.tsdb.hour_strip import HourStrip, run_strip_in_background, wanted
+
+    if wanted(tsdb.config) and tsdb.config["tsd.mode"] != "ro":
+        run_strip_in_background(HourStrip(tsdb))

@@ -402,11 +402,18 @@ def vacuum() -> None:
 @main.command()
 @click.option("--now", "now_s", type=int, default=None, help="Pretend it is this unix time.")
 def compact(now_s: int | None) -> None:
-    """Compact every finished hour row of the data table into one column per row."""
+    """Compact every finished hour row of the data table into one column per row (and strip
+    the kept hours, tsd.storage.sqlite.one_copy)."""
     tsdb = open_tsdb()
     stats = compact_table(tsdb.data_table(), tsdb.layout, now_s=now_s)
     click.echo(f"scanned {stats.rows_scanned} rows, compacted {stats.rows_compacted} "
                f"({stats.cells_merged} cells merged)")
+    from app.tsdb.hour_strip import strip_all, stripping_table
+
+    table = stripping_table(tsdb)  # the server's background strip, all of it now
+    if table is not None:
+        click.echo(f"one copy: {strip_all(table).cells_stripped} cells of kept hours "
+                   "gave their values to their hour columns")
 
 
 @main.command()

@@ -6,10 +6,12 @@ timestamp (a point of every series, as collectors send them), with background co
 (``tsd.storage.compaction.background``), through ``PointWriter.write`` (the line protocol's
 path; ``--via put``: ``/api/put`` bodies of 50 points through Flask's test client). Then runs
 what the server's background compaction thread runs (``CompactionQueue.flush``, the day being
-over), then a first read of the day (which keeps its hour columns, ``sqlite_hours.py``), and
-prints the figures at each step: the file (with its WAL), and the pages in use per point, with
-the share of the cells (table and ``cells_stamp`` index) and of the hour columns (SQLite's
-``dbstat``). The CPU seconds of the writing (merges included) are printed per point.
+over), then a first read of the day (which keeps its hour columns, ``sqlite_hours.py``), then
+a pass of the server's background strip (``HourStrip.run_once``, one copy of the kept hours:
+the steady state, no manual step), and prints the figures at each step: the file (with its
+WAL), and the pages in use per point, with the share of the cells (table and ``cells_stamp``
+index) and of the hour columns (SQLite's ``dbstat``). The CPU seconds of the writing (merges
+included) are printed per point.
 
 ``--now``: the hours end with the current one (not over: no compaction, no hour columns), to
 read an open hour as written. ``--db PATH``: keep the store there.
@@ -40,6 +42,7 @@ from common import temp_storage_url
 from app import create_app
 from app.tsdb import TSDB
 from app.tsdb.hour_cache import SETTLED_MS
+from app.tsdb.hour_strip import HourStrip
 from app.tsdb.writer import DataPoint, PointWriter
 
 START_S = 1_700_000_000 - 1_700_000_000 % 86400
@@ -70,6 +73,8 @@ def write(args: argparse.Namespace) -> int:
     path = url.removeprefix("sqlite:///")
     config = {"tsd.storage": url, "tsd.core.auto_create_metrics": True,
               "tsd.storage.compaction.background": True,
+              # the strip's own thread waits: the bench runs its pass at the end, as it does
+              "tsd.storage.sqlite.one_copy.interval_s": 86400,
               # the layout is the same; FULL only adds a sync per batch
               "tsd.storage.sqlite.synchronous": "NORMAL",
               **({} if args.pack is None else {"tsd.storage.sqlite.pack_cells": args.pack}),
@@ -129,6 +134,12 @@ def write(args: argparse.Namespace) -> int:
     print(f"the first read (keeps the hour columns): {(time.perf_counter() - started) * 1000:.0f}"
           f" ms ({(time.process_time() - started_cpu) * 1000:.0f} CPU ms)")
     print(f"after a first read:           {figures(path, points)}")
+    started, started_cpu = time.perf_counter(), time.process_time()
+    stripped = HourStrip(tsdb).run_once()  # what the server's background thread runs
+    print(f"background strip (one copy): {stripped.cells_stripped} cells in "
+          f"{stripped.steps} steps, {(time.perf_counter() - started) * 1000:.0f} ms "
+          f"({(time.process_time() - started_cpu) * 1000:.0f} CPU ms)")
+    print(f"after the background strip:   {figures(path, points)}")
     with sqlite3.connect(path) as db:  # what SQLite's own automatic checkpoint does later
         db.execute("PRAGMA wal_checkpoint(PASSIVE)")
     print(f"after a WAL checkpoint:       {figures(path, points)}")

@@ -28,10 +28,16 @@ def sqlite_path(url: str, cwd: Path | None = None) -> Path:
     return (cwd or Path.cwd()) / path  # an absolute path wins over cwd in the join
 
 
+def embedded(config: Config) -> bool:
+    """Whether ``tsd.storage`` names the embedded store (its ``tsd.storage.sqlite.*``
+    settings apply)."""
+    return urlparse(config["tsd.storage"]).scheme == "sqlite"
+
+
 def describe_storage(config: Config) -> str:
     """Where the data lives, for a startup log line (the embedded store's resolved file)."""
     url = config["tsd.storage"]
-    if urlparse(url).scheme == "sqlite":
+    if embedded(config):
         return f"embedded store {sqlite_path(url)} ({url})"
     return f"{url}, table prefix {config['tsd.storage.hbase.table_prefix']!r}"
 
@@ -45,8 +51,7 @@ def open_store(config: Config) -> Store:
 
         return SqliteStore(sqlite_path(url), synchronous=config["tsd.storage.sqlite.synchronous"],
                            page_size=config["tsd.storage.sqlite.page_size"],
-                           pack_cells=config["tsd.storage.sqlite.pack_cells"],
-                           one_copy=config["tsd.storage.sqlite.one_copy"])
+                           pack_cells=config["tsd.storage.sqlite.pack_cells"])
     if parsed.scheme == "hbase":
         try:
             from app.storage.hbase import HBaseStore

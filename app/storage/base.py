@@ -407,6 +407,17 @@ class HourColumn(Protocol):
         table) unless its cells changed since they were read at its stamp; the hours kept."""
         ...
 
+    def strip_hour_values(self, after: bytes, most: int) -> tuple[bytes | None, int]:
+        """One copy of up to ``most`` kept hours after the prefix ``after`` whose cells still
+        hold their values (they give them to the blob, which gives back their very bytes):
+        the last hour done (None when none is left) and the cells stripped. The background
+        work's (``app.tsdb.hour_strip``), never a read's."""
+        ...
+
+    def hours_to_strip(self) -> bool:
+        """Whether a kept hour's cells still hold their values (a read, no write)."""
+        ...
+
 
 @dataclass(frozen=True)
 class Ability(Generic[A]):

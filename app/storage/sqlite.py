@@ -130,12 +130,10 @@ class SqliteStore:
     sets_itself_up = True
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
-                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT,
-                 one_copy: bool = False) -> None:
+                 page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT
+                 ) -> None:
         self.path = str(path)
         self.pack_cells = pack_cells  # compacted columns packed at rest (sqlite_pack.py)
-        # A kept hour column holds its cells' values, the cells only their keys (hour_values.py)
-        self.one_copy = one_copy
         self.synchronous = synchronous
         self.page_size = page_size
         self._local = threading.local()
@@ -613,10 +611,27 @@ class SqliteTable:
         with self.store.transaction() as db:
             if has_staged(db, self.name):  # staged cells change their hours as they merge
                 merge_staged(db, self.name, self.store.pack_cells)
-            kept = sqlite_hours.put(db, self.name, prefix_bytes, hours, self.store.one_copy)
-        if kept and self.store.one_copy:  # the pages the values held
-            self.store.release_free_pages()
-        return kept
+            return sqlite_hours.put(db, self.name, prefix_bytes, hours)
+
+    def hours_to_strip(self) -> bool:
+        """Whether a kept hour's cells still hold their values (``sqlite_hours.unstripped``)."""
+        return bool(sqlite_hours.unstripped(self._db(), self.name, b"", 1))
+
+    def strip_hour_values(self, after: bytes, most: int) -> tuple[bytes | None, int]:
+        """One copy of up to ``most`` kept hours after the prefix ``after`` (``sqlite_hours.
+        strip_kept``), each in its own short write transaction (writers wait for one hour at
+        most); the last hour done (None when none is left after it: the free pages are then
+        given back) and the cells stripped."""
+        self._settle()
+        hours = sqlite_hours.unstripped(self._db(), self.name, after, most)
+        stripped = 0
+        for prefix in hours:
+            with self.store.transaction() as db:
+                stripped += sqlite_hours.strip_kept(db, self.name, prefix)
+        if len(hours) < most:  # the pass's end: the pages the values held, at once (the
+            self.store.release_free_pages()  # steps before reuse them as they go)
+            return None, stripped
+        return hours[-1], stripped
 
     def scan_newest(self, row_start: bytes, row_stop: bytes | None,
                     family: str) -> Iterator[tuple[bytes, int]]:

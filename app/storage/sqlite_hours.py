@@ -16,9 +16,10 @@ with the one its cells were read under, so a write between the read and the put 
 hour without a blob. The cells stay the one truth: ``pytsd cells``, scans and exports never
 read this table.
 
-One copy (``tsd.storage.sqlite.one_copy``, ``hour_values``): a blob kept then also holds the
-values of its hour's cells, which keep only their keys (:func:`strip`, only where the blob
-gives back a cell's very bytes). The blob is then that hour's storage: the triggers give every
+One copy (``tsd.storage.sqlite.one_copy``, ``hour_values``): a kept blob then also holds the
+values of its hour's cells, which keep only their keys (:func:`strip_kept`, run by the
+server's background work, ``app.tsdb.hour_strip``, never by a read; only where the blob gives
+back a cell's very bytes). The blob is then that hour's storage: the triggers give every
 such cell its value back before they drop it (:func:`_value_triggers`), and a blob that holds
 values cannot be deleted, changed or replaced. The scans read such a cell's value from the
 blob, so ``pytsd cells``, scans and exports still give OpenTSDB's bytes.
@@ -154,27 +155,47 @@ def hour_stamp(db: sqlite3.Connection, table: str, prefix: bytes) -> tuple[int, 
 
 
 def put(db: sqlite3.Connection, table: str, prefix_bytes: int,
-        hours: Sequence[HourPut], one_copy: bool = False) -> int:
+        hours: Sequence[HourPut]) -> int:
     """Keep each hour's blob if its cells are still those it was made from (in the caller's
-    write transaction); the hours kept. ``one_copy``: the values of the hour's cells that
-    the blob gives back byte for byte are then dropped from the cells (:func:`strip`)."""
-    if one_copy:
-        _use_value_triggers(db, table, prefix_bytes)
-    else:
-        for statement in _triggers(table, prefix_bytes, one_copy=False):
-            db.execute(statement)  # IF NOT EXISTS: a table's value triggers stay
+    write transaction); the hours kept. A read puts them: its cells keep their values here
+    (the background work strips them later, :func:`strip_kept`), so a read stays cheap."""
+    for statement in _triggers(table, prefix_bytes, one_copy=False):
+        db.execute(statement)  # IF NOT EXISTS: a table's value triggers stay
     kept = 0
     for hour in hours:
         if len(hour.prefix) != prefix_bytes or hour_stamp(db, table, hour.prefix) != hour.stamp:
             continue  # written since it was read
         if _holds_values(db, table, hour.prefix):
             continue  # its blob is its cells' values: it stays as it is
-        if one_copy:  # first: the cells are rewritten while no blob of the hour is kept
-            strip(db, table, hour.prefix, hour.data)
         db.execute("INSERT OR REPLACE INTO hour_columns VALUES (?, ?, ?)",
                    (table, hour.prefix, hour.data))
         kept += 1
     return kept
+
+
+def unstripped(db: sqlite3.Connection, table: str, after: bytes, most: int) -> list[bytes]:
+    """Up to ``most`` prefixes, after ``after`` and in order, of the kept hours none of whose
+    cells has given its value to the blob yet (:func:`strip_kept`'s work)."""
+    return [hour for (hour,) in db.execute(
+        "SELECT hour FROM hour_columns AS h WHERE tbl = ? AND hour > ? AND NOT EXISTS"
+        " (SELECT 1 FROM cells WHERE tbl = h.tbl AND row >= h.hour"
+        f" AND row <= CAST(h.hour || {_HOUR_END} AS BLOB) AND family = 't'"
+        f" AND z & {hour_values.HOUR_VALUE}) ORDER BY hour LIMIT ?", (table, after, most))]
+
+
+def strip_kept(db: sqlite3.Connection, table: str, prefix: bytes) -> int:
+    """One copy of a kept hour (in the caller's write transaction): its cells give their
+    values to its blob (:func:`strip`); the cells stripped. The blob is taken away while the
+    cells are rewritten (so the triggers do not drop it for their change) and put back, the
+    same bytes: the triggers keep a kept blob current, so it is its cells' truth."""
+    data = blob(db, table, prefix)
+    if data is None or _holds_values(db, table, prefix):
+        return 0  # dropped since it was found, or stripped by another process
+    _use_value_triggers(db, table, len(prefix))
+    db.execute("DELETE FROM hour_columns WHERE tbl = ? AND hour = ?", (table, prefix))
+    stripped = strip(db, table, prefix, data)
+    db.execute("INSERT INTO hour_columns VALUES (?, ?, ?)", (table, prefix, data))
+    return stripped
 
 
 def _hour_rows(prefix: bytes) -> tuple[bytes, bytes]:

@@ -20,9 +20,11 @@ from typing import Any
 import pytest
 from flask.testing import FlaskClient
 
+from app import create_app
 from app.storage.sqlite import SqliteStore
 from app.tsdb import TSDB
 from app.tsdb.compaction import compact_table
+from app.tsdb.hour_strip import HourStrip, strip_all, stripping_table
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb
 
@@ -70,6 +72,15 @@ def _stripped(tsdb: TSDB) -> int:
         return int(db.execute("SELECT count(*) FROM cells WHERE z & 4").fetchone()[0])
 
 
+_STRIPS: dict[int, HourStrip] = {}
+
+
+def _background(tsdb: TSDB) -> None:
+    """One pass of the server's background strip (what its thread runs every interval), by
+    one process's job (its lease, held on)."""
+    _STRIPS.setdefault(id(tsdb), HourStrip(tsdb, pause_s=0)).run_once()
+
+
 def _answers(client: FlaskClient) -> list[Any]:
     out = []
     for m in QUERIES:
@@ -96,9 +107,12 @@ class Twins:
             compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
 
     def read(self) -> None:
-        """A read of the whole range by both (it keeps the hours' columns), the same."""
+        """A read of the whole range by both (it keeps the hours' columns), the same; then
+        the server's background strip."""
         one, two = (_answers(client) for client in self.clients)
         assert one == two
+        _background(self.one)
+        _background(self.two)  # one copy off: it strips nothing
 
     def same(self) -> list[tuple[bytes, dict[bytes, bytes]]]:
         cells = _cells(self.one)
@@ -122,6 +136,28 @@ def test_a_closed_hour_keeps_one_copy_and_reads_the_same_bytes(twins: Twins) -> 
     assert _stripped(twins.two) == 0
     assert twins.same() == before
     twins.read()  # from the columns, and from cells made whole from them
+    assert twins.same() == before
+
+
+def test_a_read_keeps_the_columns_and_only_the_background_strips(twins: Twins) -> None:
+    """The first read of a closed hour keeps its column and strips nothing (no query pays
+    for it); the background pass then strips it, every cell and answer as before."""
+    before = twins.same()
+    answers = [_answers(client) for client in twins.clients]
+    assert answers[0] == answers[1]
+    assert _stripped(twins.one) == 0
+    for tsdb in (twins.one, twins.two):
+        store = tsdb.store
+        assert isinstance(store, SqliteStore)
+        with sqlite3.connect(store.path) as db:  # both kept every hour's column
+            assert db.execute("SELECT count(*) FROM hour_columns").fetchone()[0] >= HOURS
+    _background(twins.one)
+    _background(twins.two)
+    assert _stripped(twins.one) >= HOURS * 4
+    assert _stripped(twins.two) == 0
+    assert twins.same() == before
+    assert [_answers(client) for client in twins.clients] == answers
+    _background(twins.one)  # nothing left: the same
     assert twins.same() == before
 
 
@@ -202,10 +238,14 @@ def test_an_existing_store_opens_and_reads_the_same(tmp_path: Path, settled: Non
     client = app_over(new).test_client()
     answers = _answers(client)
     assert _cells(new) == before
-    assert _stripped(new) == 0  # its columns were kept already
+    assert _stripped(new) == 0  # its columns were kept already: a read strips nothing
+    _background(new)
+    assert _stripped(new) > 0  # the background strips hours kept before
+    assert _cells(new) == before
     assert not any(PointWriter(new).write([DataPoint("m", DAY + 5, 1.0, {"host": "a"})]))
     compact_table(new.data_table(), new.layout, now_s=2**31)
     assert _answers(client) != answers  # the late point
+    _background(new)
     assert _stripped(new) > 0  # the first hour's column made again, with one copy
     expected = [(key, dict(cells)) for key, cells in before]
     got = _cells(new)
@@ -219,6 +259,7 @@ KILLED_WRITER = """
 import json, sys
 from app.tsdb import hour_cache
 from app.tsdb.compaction import compact_table
+from app.tsdb.hour_strip import HourStrip
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb
 real = hour_cache.clock_ms
@@ -226,6 +267,7 @@ hour_cache.clock_ms = lambda: real() + 60_000  # the hours settled: their column
 config, day, hours = json.loads(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
 tsdb = make_tsdb(config)
 client = app_over(tsdb).test_client()
+strip = HourStrip(tsdb, pause_s=0)
 for k in range(10_000):  # late points into closed, stripped hours; compaction; a read
     ts = day + (k % hours) * 3600 + 10 * (k // hours) + 5
     assert not any(PointWriter(tsdb).write([DataPoint("m", ts, k + 0.5, {"host": "a"})]))
@@ -233,6 +275,7 @@ for k in range(10_000):  # late points into closed, stripped hours; compaction; 
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
     assert client.get(f"/api/query?start={day}&end={day + hours * 3600 - 1}"
                       "&m=sum:1m-avg:m").status_code == 200
+    strip.run_once()
 """
 
 
@@ -244,6 +287,9 @@ def test_a_process_killed_while_it_strips_and_restores_loses_nothing(
     assert not any(PointWriter(tsdb).write(_points()))
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
     _answers(app_over(tsdb).test_client())
+    table = stripping_table(tsdb)
+    assert table is not None
+    strip_all(table)  # `pytsd compact`'s way, no lease: the child's job takes it
     assert _stripped(tsdb) > 0
     with subprocess.Popen(
             [sys.executable, "-c", KILLED_WRITER, json.dumps(dict(tsdb.config)), str(DAY),
@@ -266,3 +312,51 @@ def test_a_process_killed_while_it_strips_and_restores_loses_nothing(
     expected = {point.timestamp: point.value for point in _points()
                 if point.tags == {"host": "a"}}
     assert all(dps[str(ts)] == value for ts, value in expected.items())
+
+
+def test_one_process_of_two_strips_under_the_lease(twins: Twins) -> None:
+    """Two processes' jobs over one store: the lease's holder strips, the other waits."""
+    _answers(twins.clients[0])
+    first, second = HourStrip(twins.one, pause_s=0), HourStrip(twins.one, pause_s=0)
+    assert first.run_once().cells_stripped >= HOURS * 4
+    _answers(twins.clients[0])
+    twins.write([DataPoint("m", DAY + 5, 1.0, {"host": "a"})])  # the first hour whole again
+    twins.compact()
+    _answers(twins.clients[0])  # its column kept again, its cells whole
+    held = second.run_once()
+    assert held.held_by_other and held.cells_stripped == 0
+    assert first.run_once().cells_stripped > 0
+
+
+def test_the_server_strips_in_its_own_thread(tmp_path: Path, settled: None) -> None:
+    """A server (create_app) with a short interval: its background thread strips the hours
+    its first read kept, no other step."""
+    config = {"tsd.storage": f"sqlite:///{tmp_path / 'served.db'}",
+              "tsd.core.auto_create_metrics": True, "tsd.query.cache.max_bytes": 0,
+              "tsd.storage.sqlite.one_copy.interval_s": 1}
+    tsdb = make_tsdb(config)
+    assert not any(PointWriter(tsdb).write(_points()))
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    client = create_app(config).test_client()
+    answers = _answers(client)
+    deadline = time.monotonic() + 30
+    while _stripped(tsdb) == 0 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert _stripped(tsdb) >= HOURS * 4
+    assert _answers(client) == answers
+
+
+def test_pytsd_compact_strips_the_kept_hours(tmp_path: Path, settled: None) -> None:
+    from click.testing import CliRunner
+
+    from app.cli import main
+
+    tsdb = _open(tmp_path, "cli.db", True)
+    assert not any(PointWriter(tsdb).write(_points()))
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    _answers(app_over(tsdb).test_client())
+    assert _stripped(tsdb) == 0
+    result = CliRunner().invoke(main, ["compact"], catch_exceptions=False, env={
+        "TSD_STORAGE": tsdb.config["tsd.storage"], "TSD_CONFIG": ""})
+    assert "one copy:" in result.output, result.output
+    assert _stripped(tsdb) >= HOURS * 4
