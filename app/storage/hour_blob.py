@@ -157,25 +157,33 @@ def encode(base_s: int, keys: Sequence[bytes], points: np.ndarray, stored_bytes:
     return head.tobytes() + body
 
 
-def decode(blob: bytes) -> HourRows:
-    """An hour's rows from its blob (ValueError when it is not one)."""
-    if len(blob) < HEAD_DTYPE.itemsize:
-        raise ValueError("an hour column shorter than its head")
-    head = np.frombuffer(blob, HEAD_DTYPE, 1)[0]
-    if int(head["version"]) != VERSION:
-        raise ValueError(f"an hour column of version {int(head['version'])}")
-    flags, rows, points = int(head["flags"]), int(head["rows"]), int(head["points"])
-    body = memoryview(blob)[HEAD_DTYPE.itemsize:]
-    if flags & FLAG_ZLIB:
-        body = memoryview(zlib.decompress(body))
-    at = 0
+class _Sections:
+    """A blob's head, checked, and its body's sections read in order (each padded to 8 bytes):
+    what :func:`decode` and :class:`BlobRows` both open a blob with."""
 
-    def take(dtype: str, count: int) -> np.ndarray:
-        nonlocal at
-        array = np.frombuffer(body, dtype, count, at)
-        at += -(-array.nbytes // 8) * 8
+    def __init__(self, blob: bytes) -> None:
+        if len(blob) < HEAD_DTYPE.itemsize:
+            raise ValueError("an hour column shorter than its head")
+        self.head = head = np.frombuffer(blob, HEAD_DTYPE, 1)[0]
+        if int(head["version"]) != VERSION:
+            raise ValueError(f"an hour column of version {int(head['version'])}")
+        self.flags, self.rows = int(head["flags"]), int(head["rows"])
+        self.points = int(head["points"])
+        body = memoryview(blob)[HEAD_DTYPE.itemsize:]
+        self.body = memoryview(zlib.decompress(body)) if self.flags & FLAG_ZLIB else body
+        self.at = 0
+
+    def take(self, dtype: str, count: int) -> np.ndarray:
+        array = np.frombuffer(self.body, dtype, count, self.at)
+        self.at += -(-array.nbytes // 8) * 8
         return array
 
+
+def decode(blob: bytes) -> HourRows:
+    """An hour's rows from its blob (ValueError when it is not one)."""
+    sections = _Sections(blob)
+    head, flags, rows, points = sections.head, sections.flags, sections.rows, sections.points
+    take = sections.take
     key_lengths = take("<u2", rows).astype(np.int64)
     keys = bytes(take("u1", int(head["key_bytes"])))
     counts = take("<u4", rows).astype(np.int64)
@@ -230,23 +238,9 @@ class BlobRows:
     time: ``decode``'s less its ``base_s``)."""
 
     def __init__(self, blob: bytes) -> None:
-        if len(blob) < HEAD_DTYPE.itemsize:
-            raise ValueError("an hour column shorter than its head")
-        head = np.frombuffer(blob, HEAD_DTYPE, 1)[0]
-        if int(head["version"]) != VERSION:
-            raise ValueError(f"an hour column of version {int(head['version'])}")
-        flags, rows, points = int(head["flags"]), int(head["rows"]), int(head["points"])
-        body = memoryview(blob)[HEAD_DTYPE.itemsize:]
-        if flags & FLAG_ZLIB:
-            body = memoryview(zlib.decompress(body))
-        at = 0
-
-        def take(dtype: str, count: int) -> np.ndarray:
-            nonlocal at
-            array = np.frombuffer(body, dtype, count, at)
-            at += -(-array.nbytes // 8) * 8
-            return array
-
+        sections = _Sections(blob)
+        head, flags, rows, points = sections.head, sections.flags, sections.rows, sections.points
+        take = sections.take
         ends = np.cumsum(take("<u2", rows), dtype=np.int64).tolist()
         keys = bytes(take("u1", int(head["key_bytes"])))
         self.index = {keys[start:end]: i for i, (start, end) in enumerate(zip([0, *ends[:-1]],

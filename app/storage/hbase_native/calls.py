@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import itertools
 import threading
+from typing import Generic, TypeVar
 
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase_native.client import NativeClient
@@ -13,6 +14,8 @@ from app.storage.hbase_native.rpc import RpcError
 from app.storage.hbase_native.scan import TableScan
 from app.storage.hbase_native.zk import ZooKeeperError
 from app.storage.hbase_reply import ReplyRow
+
+Scan = TypeVar("Scan")
 
 # Java exception names that mean "HBase cannot serve this right now" (a 503).
 UNAVAILABLE = ("NotServingRegion", "RegionMoved", "RegionOpening", "RegionServerStopped",
@@ -33,6 +36,30 @@ def storage_error(client: NativeClient, table: str, exc: Exception) -> StorageEr
     return StorageError(f"HBase failed to {op}: unreadable reply", repr(exc))
 
 
+class OpenScans(Generic[Scan]):
+    """The scans a ``ScannerCalls`` has open, by the ids it hands ``hbase_scan.Scanner``
+    (thread-safe: a query's scans run on several threads)."""
+
+    def __init__(self) -> None:
+        self._ids = itertools.count(1)
+        self._scans: dict[int, Scan] = {}
+        self._lock = threading.Lock()
+
+    def add(self, scan: Scan) -> int:
+        with self._lock:
+            scanner_id = next(self._ids)
+            self._scans[scanner_id] = scan
+        return scanner_id
+
+    def get(self, scanner_id: int) -> Scan:
+        with self._lock:
+            return self._scans[scanner_id]
+
+    def pop(self, scanner_id: int) -> Scan | None:
+        with self._lock:
+            return self._scans.pop(scanner_id, None)
+
+
 class NativeScannerCalls:
     """``open_scanner`` / ``scanner_rows`` / ``close_scanner`` of one table, natively.
     ``filter_message`` (a native ``Filter``) replaces the filter-language string."""
@@ -43,29 +70,22 @@ class NativeScannerCalls:
         self.name = name
         self.full_name = full_name
         self.filter_message = filter_message
-        self._ids = itertools.count(1)
-        self._scans: dict[int, TableScan] = {}
-        self._lock = threading.Lock()
+        self._scans: OpenScans[TableScan] = OpenScans()
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int:
         scan = TableScan(self.client, self.full_name, start, stop, columns,
                          self.filter_message)
-        with self._lock:
-            scanner_id = next(self._ids)
-            self._scans[scanner_id] = scan
-        return scanner_id
+        return self._scans.add(scan)
 
     def scanner_rows(self, scanner_id: int, count: int) -> list[ReplyRow]:
-        with self._lock:
-            scan = self._scans[scanner_id]
+        scan = self._scans.get(scanner_id)
         try:
             return scan.rows(count)
         except (RpcError, ZooKeeperError, OSError, ValueError) as exc:
             raise storage_error(self.client, self.name, exc) from exc
 
     def close_scanner(self, scanner_id: int) -> None:
-        with self._lock:
-            scan = self._scans.pop(scanner_id, None)
+        scan = self._scans.pop(scanner_id)
         if scan is not None:
             scan.close()

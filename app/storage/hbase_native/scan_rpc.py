@@ -19,7 +19,6 @@ may differ, harmlessly, as both RPCs read the same cells.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import threading
@@ -28,6 +27,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from app.errors import StorageError
+from app.storage.hbase_native.calls import OpenScans
 from app.storage.hbase_native.client import NativeClient
 from app.storage.hbase_native.rpc import Connection, RpcError
 from app.storage.hbase_reply import ReplyRow
@@ -199,9 +199,7 @@ class AutoScannerCalls:
         self.thrift = thrift
         self.rpc = rpc
         self.name = thrift.name
-        self._ids = itertools.count(1)
-        self._scans: dict[int, _Scan] = {}
-        self._lock = threading.Lock()
+        self._scans: OpenScans[_Scan] = OpenScans()
 
     def open_scanner(self, start: bytes, stop: bytes | None, columns: list[bytes],
                      caching: int, filter_string: bytes | None) -> int:
@@ -212,14 +210,10 @@ class AutoScannerCalls:
         else:
             scan.thrift_id = self.thrift.open_scanner(start, stop, columns, caching,
                                                       filter_string)
-        with self._lock:
-            scanner_id = next(self._ids)
-            self._scans[scanner_id] = scan
-        return scanner_id
+        return self._scans.add(scan)
 
     def scanner_rows(self, scanner_id: int, count: int) -> list[ReplyRow]:
-        with self._lock:
-            scan = self._scans[scanner_id]
+        scan = self._scans.get(scanner_id)
         if scan.native_id is not None:
             try:
                 rows = self.native.scanner_rows(scan.native_id, count)
@@ -239,8 +233,7 @@ class AutoScannerCalls:
         return self.thrift.scanner_rows(scan.thrift_id, count)
 
     def close_scanner(self, scanner_id: int) -> None:
-        with self._lock:
-            scan = self._scans.pop(scanner_id, None)
+        scan = self._scans.pop(scanner_id)
         if scan is None:
             return
         if scan.native_id is not None:
