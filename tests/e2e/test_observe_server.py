@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 
 import pytest
@@ -18,8 +19,23 @@ PUTS, PER_PUT = 64, 10  # 640 points, as in the issue's measurement
 def tsd(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TsdProcess]:
     server = start_tsd(tmp_path_factory.mktemp("observe"),
                        {"tsd.core.auto_create_metrics": "true"}, workers=2)
-    yield server
-    server.stop()
+    try:
+        both_workers_answer(server)
+        yield server
+    finally:
+        server.stop()
+
+
+def both_workers_answer(tsd: TsdProcess, timeout_s: float = 60) -> None:
+    """Wait for the second worker: the server answers as soon as one has booted, and on a
+    loaded machine the other may still be starting while every write goes to the first."""
+    pids: set[str] = set()
+    deadline = time.monotonic() + timeout_s
+    while len(pids) < 2 and time.monotonic() < deadline:
+        answer = fresh_get(tsd, "/api/stats").json()
+        pids.add(next(p["tags"]["pid"] for p in answer if p["metric"] == "tsd.process.uptime_s"))
+        time.sleep(0.05)
+    assert len(pids) == 2, "one worker answered every request"
 
 
 def fresh_get(tsd: TsdProcess, path: str) -> requests.Response:
