@@ -122,6 +122,20 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
+def _wal_mode(db: sqlite3.Connection) -> None:
+    """WAL mode, waited for like any lock: while other processes set up the same new file,
+    SQLite answers "database is locked" at once to this pragma, without its busy handler."""
+    deadline = time.monotonic() + BUSY_TIMEOUT_S
+    while True:
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
 class SqliteStore:
     """A :class:`~app.storage.base.Store` on one SQLite file; one connection per thread."""
 
@@ -174,7 +188,7 @@ class SqliteStore:
         # A new file only, too: freed pages can be given back (release_free_pages). An older
         # file keeps auto_vacuum off until `pytsd vacuum` rewrites it once.
         db.execute("PRAGMA auto_vacuum=INCREMENTAL")
-        db.execute("PRAGMA journal_mode=WAL")
+        _wal_mode(db)
         db.execute(f"PRAGMA synchronous={self.synchronous}")
         db.execute(f"PRAGMA journal_size_limit={WAL_LIMIT_BYTES}")
         db.create_function("tsd_unpack", 1, unpack, deterministic=True)
