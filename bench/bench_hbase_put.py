@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import json
 import os
 import subprocess
@@ -34,7 +35,7 @@ import uuid
 from collections.abc import Callable
 from contextlib import ExitStack
 
-from common import ROOT, gunicorn_server, pid_cpu_s
+from common import ROOT, gunicorn_server, pid_cpu_s, tree_cpu_s
 
 from app.storage.hbase import HBaseStore
 
@@ -113,23 +114,6 @@ def children_pids() -> set[int]:
     return found
 
 
-def tree_cpu_s(root: int) -> Callable[[], float]:
-    """CPU seconds so far of ``root`` and its living descendants (one server's)."""
-    def cpu() -> float:
-        total, pending = 0.0, [root]
-        while pending:
-            pid = pending.pop()
-            try:
-                for task in os.listdir(f"/proc/{pid}/task"):
-                    with open(f"/proc/{pid}/task/{task}/children") as children:
-                        pending += [int(child) for child in children.read().split()]
-                total += pid_cpu_s(pid)
-            except (FileNotFoundError, ProcessLookupError):
-                continue
-        return total
-    return cpu
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hbase", default=os.environ.get("TSD_TEST_HBASE", "127.0.0.1:9090"))
@@ -179,7 +163,7 @@ def main() -> int:
                     {**env, "TSD_STORAGE_HBASE_WRITE_RPC": rpc,
                      "TSD_STORAGE_HBASE_ZK_QUORUM": zk_quorum}, workers=args.workers))
                 (master,) = children_pids() - before
-                servers[rpc] = (int(url.rsplit(":", 1)[1]), tree_cpu_s(master))
+                servers[rpc] = (int(url.rsplit(":", 1)[1]), functools.partial(tree_cpu_s, master))
             warm = bodies_for(0, SERIES // POINTS_PER_REQUEST, hour_s)
             for port, _ in servers.values():
                 asyncio.run(run_clients(port, [warm]))  # UIDs and templates

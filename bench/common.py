@@ -82,19 +82,25 @@ def pid_cpu_s(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime
 
 
-def descendants_cpu_s() -> float:
-    """CPU seconds (user + system) so far of this process's living descendants (Linux /proc):
-    read it around one phase of a running server to get what the server burnt in that phase
-    alone (``children_cpu_s`` counts only processes that have exited)."""
-    total, pending = 0.0, [os.getpid()]
+def tree_cpu_s(root: int, *, with_root: bool = True) -> float:
+    """CPU seconds (user + system) so far of ``root``'s living descendants (Linux /proc), and
+    of ``root`` itself unless ``with_root`` is false."""
+    total, pending = 0.0, [root]
     while pending:
         pid = pending.pop()
         try:
             for task in os.listdir(f"/proc/{pid}/task"):
                 with open(f"/proc/{pid}/task/{task}/children") as children:
                     pending += [int(child) for child in children.read().split()]
-            if pid != os.getpid():
+            if with_root or pid != root:
                 total += pid_cpu_s(pid)
         except (FileNotFoundError, ProcessLookupError):
             continue  # exited meanwhile
     return total
+
+
+def descendants_cpu_s() -> float:
+    """CPU seconds (user + system) so far of this process's living descendants (Linux /proc):
+    read it around one phase of a running server to get what the server burnt in that phase
+    alone (``children_cpu_s`` counts only processes that have exited)."""
+    return tree_cpu_s(os.getpid(), with_root=False)
