@@ -27,6 +27,7 @@ their main classes; their CPU includes anything else using HBase meanwhile.
 ``--scan-rpc native`` runs pytsd's servers with ``tsd.storage.hbase.scan_rpc=native``
 (data-table scans over HBase's own RPC, docs/hbase.md "Native scans") and
 ``tsd.storage.hbase.zk_quorum`` = ``--zk`` (default: HBase's host, port 2181).
+``BENCH_OPENTSDB_NAME`` (default ``benchvs``) names OpenTSDB's run dir and table prefix.
 ``--write-rpc native``: ``tsd.storage.hbase.write_rpc=native`` (puts as ``Multi`` calls to the
 region servers, docs/hbase.md "Native writes").
 """
@@ -56,7 +57,8 @@ from app.config import env_name
 from app.storage.hbase import HBaseStore
 from app.tsdb.read import closed_ranges
 
-OPENTSDB_NAME = "benchvs"
+# Its run dir and tables' prefix: two benchmarks at once on one HBase need two names.
+OPENTSDB_NAME = os.environ.get("BENCH_OPENTSDB_NAME", "benchvs")
 LINE_SERIES = 1000  # per connection
 LINES_PER_BLOCK = 1000
 
