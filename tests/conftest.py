@@ -32,12 +32,20 @@ BACKENDS = ("sqlite", "hbase")
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Mark each test by its folder; a test outside the known tiers is a mistake."""
+    """Mark each test by its folder (a test outside the known tiers is a mistake), and
+    ``hbase`` where it runs against HBase: ``-m "not hbase"`` runs without one."""
     for item in items:
         tier = Path(str(item.fspath)).resolve().relative_to(ROOT).parts[0]
         if tier not in TIERS:
             raise RuntimeError(f"Unknown test tier {tier!r} for {item.nodeid}")
         item.add_marker(getattr(pytest.mark, tier))
+        if tier == "integration" or _backend_param(item) == "hbase":
+            item.add_marker(pytest.mark.hbase)
+
+
+def _backend_param(item: pytest.Item) -> object:
+    callspec = getattr(item, "callspec", None)  # only parametrized tests have one
+    return None if callspec is None else callspec.params.get("backend")
 
 
 def hbase_address() -> str | None:
