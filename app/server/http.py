@@ -16,13 +16,12 @@ from typing import Protocol
 import h11
 
 from app.observe.metrics import SERVER_REFUSED
-from app.query.budget import CLIENT_GONE
 from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
-from app.server.settings import ServerLimits, is_heavy
+from app.server.settings import ServerLimits
 from app.server.simple_http import encode_reply, parse_head
 from app.server.streams import drain, read_block
-from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
+from app.server.wsgi_bridge import Reply, Request, error_reply
 
 WATCH_S = 0.25  # how often a running request's connection is looked at
 
@@ -62,7 +61,8 @@ class Context(Protocol):
     budget: BodyBudget
     closing: bool
 
-    async def run_request(self, heavy: bool, environ: dict[str, object]) -> Reply: ...
+    async def run_request(self, request: Request, peer: tuple[str, int],
+                          server: tuple[str, int], gone: threading.Event) -> Reply: ...
 
     def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None: ...
@@ -294,11 +294,9 @@ async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) 
 
 
 async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
-    environ = build_environ(request, conn.peer, conn.server)
     watch = ClientWatch(conn)
-    environ[CLIENT_GONE] = watch.gone
     try:
-        return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
+        return await ctx.run_request(request, conn.peer, conn.server, watch.gone)
     except HttpError as exc:  # overloaded
         SERVER_REFUSED.labels(str(exc.code)).inc()
         return error_reply(exc.code, exc.message, exc.details)

@@ -19,23 +19,28 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from functools import partial
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.workers.base import Worker
 
+from app.query.budget import CLIENT_GONE
 from app.server import split_helper
 from app.server.accept import Acceptor
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
 from app.server.malloc import keep_freed, one_arena
-from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.settings import READ_BLOCK_BYTES, ServerLimits, is_heavy
 from app.server.shares import WorkerShares
 from app.server.split_helper import Helper, prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
-from app.server.wsgi_bridge import Reply, Request, call_app
+from app.server.wsgi_bridge import Reply, Request, build_environ, call_app
 from app.tsdb.admission import AdmissionSettings, run_lanes_in
+
+if TYPE_CHECKING:
+    from app.server.put_lane import PutLane
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -68,6 +73,7 @@ class TsdWorker(Worker):
     """The worker class: ``worker_class = "app.server.worker.TsdWorker"``."""
 
     closing = False
+    puts: PutLane | None = None  # set in run(): the app's modules load in the worker
     # Made by the arbiter (gunicorn calls ``setup`` there) so that every fork shares it.
     shares: WorkerShares | None = None
 
@@ -92,6 +98,9 @@ class TsdWorker(Worker):
             self.helper = prepare_helper(tsdb)  # reads half a large query (split_helper.py)
             tsdb.open_early()
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
+        from app.server.put_lane import PutLane  # the app's modules: in the worker only
+
+        self.puts = PutLane.of(self.wsgi)  # plain puts stored without the app's request cycle
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
         # them that expensive queries waiting cannot leave a cheap one without a thread.
@@ -291,17 +300,26 @@ class TsdWorker(Worker):
 
         return run_lines
 
-    async def run_request(self, heavy: bool, environ: dict[str, Any]) -> Reply:
-        """Run the app on a complete request in a thread; 503 when too many are waiting."""
+    async def run_request(self, request: Request, peer: tuple[str, int],
+                          server: tuple[str, int], gone: threading.Event) -> Reply:
+        """Run the app (or the put lane) on a complete request in a thread; 503 when too
+        many are waiting. ``gone`` is set if the client leaves meanwhile."""
         if self.waiting >= self.limits.queue_limit:
             raise HttpError(503, "Service Unavailable",
                             f"Over {self.limits.queue_limit} requests are waiting in this worker")
+        heavy = False
+        if self.puts is not None and self.puts.takes(request):
+            job: Any = partial(self.puts.answer, request, peer, server, gone)
+        else:
+            environ = build_environ(request, peer, server)
+            environ[CLIENT_GONE] = gone
+            heavy = is_heavy(environ["PATH_INFO"])
+            job = partial(call_app, self.wsgi, environ)
         self.waiting += 1
         if heavy:
             self.addresses.query_started()  # the other workers split no read meanwhile
         try:
-            pool = self.heavy_pool if heavy else self.pool
-            reply: Reply = await self._in_thread(pool, call_app, self.wsgi, environ)
+            reply: Reply = await self._in_thread(self.heavy_pool if heavy else self.pool, job)
             return reply
         finally:
             self.waiting -= 1
