@@ -45,24 +45,28 @@ class StoredPut:
     """A put body's points, stored: what the view answers from."""
 
     raw_points: list[Any]
-    batch: PointBatch
-    stored: int
+    errors: list[TsdbError | None]  # each point's, None when it was stored
     error: BaseException | None = None  # the store failed: raised again by the view
 
     @property
     def complete(self) -> bool:
         """Every point stored: the answer is a 204 unless ``?summary`` or ``?details``."""
-        return self.error is None and self.stored == len(self.raw_points)
+        return self.error is None and self.errors.count(None) == len(self.raw_points)
 
 
-def store_points(writer: PointWriter, raw_points: list[Any]) -> StoredPut:
-    """Validate and store a put body's points; count them for ``/api/stats``."""
+def store_bodies(writer: PointWriter, bodies: list[list[Any]]) -> list[StoredPut]:
+    """The points of several put bodies (requests) validated and stored by one writer call,
+    in order, and counted for ``/api/stats``; each body's outcome. A store failure raises."""
     # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
     batch = PointBatch(wide_floats=True)
-    add_json_points(batch, raw_points, writer.known_series)
-    stored = writer.write_batch(batch)
-    record_points_written(stored)
-    return StoredPut(raw_points, batch, stored)
+    for raw_points in bodies:
+        add_json_points(batch, raw_points, writer.known_series)
+    record_points_written(writer.write_batch(batch))
+    done, end = [], 0
+    for raw_points in bodies:
+        start, end = end, end + len(raw_points)
+        done.append(StoredPut(raw_points, batch.errors[start:end]))
+    return done
 
 
 @bp.route("/put", methods=["POST"])
@@ -73,13 +77,13 @@ def put() -> Response:
         raw_points: list[Any] = body if isinstance(body, list) else [body]
         if not raw_points:
             raise BadRequestError("No datapoints found in content")
-        done = store_points(get_writer(), raw_points)
+        done = store_bodies(get_writer(), [raw_points])[0]
     elif done.error is not None:
         raise done.error
     if done.complete and not request.args:  # every point stored, no ?summary
         return Response(status=204)
     return _respond(done.raw_points,
-                    [None if e is None else http_message(e) for e in done.batch.errors])
+                    [None if e is None else http_message(e) for e in done.errors])
 
 
 def fast_json_body() -> Any:

@@ -3,11 +3,12 @@
 Beyond storing its points, a collector's put cost ~300 µs of server CPU in Flask: the WSGI
 environ, the request context, and the hooks (``tsd.mode``, CORS, security, stats, JSONP),
 which for the usual put decide nothing. The server (``app/server/put_lane.py``) hands such a
-put's body to :meth:`DirectPuts.store` instead, and answers Flask's own 204 when every point
-was stored. Every other outcome is answered by the view, from the points already stored
-(``STORED_PUT``), or from the start when nothing was stored (a body orjson does not take as
-it is): so the status, headers and body are always Flask's (tests/functional/api/
-test_put_direct.py sends the same requests both ways).
+put's body to :meth:`DirectPuts.store` instead (with the puts that came meanwhile: one
+writer call for them all), and answers Flask's own 204 when every point was stored. Every
+other outcome is answered by the view, from the points already stored (``STORED_PUT``), or
+from the start when nothing was stored (a body orjson does not take as it is): so the
+status, headers and body are always Flask's (tests/functional/api/test_put_direct.py sends
+the same requests both ways).
 
 Which puts skip Flask is decided here alone, from the settings once (:meth:`DirectPuts.of`)
 and from the headers per request (:meth:`DirectPuts.takes`): those the hooks pass untouched.
@@ -19,10 +20,10 @@ from typing import Any
 
 from flask import Flask, Response
 
-from app.api.put import StoredPut, plain_json, store_points, writer_of
+from app.api.put import StoredPut, plain_json, store_bodies, writer_of
 from app.api.security import API_HEADERS
 from app.api.stats import count_request
-from app.tsdb.points import PointBatch
+from app.errors import StorageError
 from app.tsdb.writer import PointWriter
 
 PUT_PATH = "/api/put"
@@ -69,17 +70,27 @@ class DirectPuts:
                 return False
         return True
 
-    def store(self, body: bytes) -> StoredPut | None:
-        """The body's points, stored (or the store's failure, for the view to raise); None
-        when nothing was stored and the view must read the body itself."""
-        parsed = plain_json(body)
-        if not parsed:
-            return None  # not plain JSON, or no point at all: the view's messages
-        raw_points = parsed if isinstance(parsed, list) else [parsed]
+    def store(self, bodies: list[bytes]) -> list[StoredPut | None]:
+        """The points of each body (a request's), stored by one writer call; per body its
+        outcome (on a store failure, the failure, for the view to raise), or None when
+        nothing of it was stored and the view must read it itself."""
+        parsed = [plain_json(body) for body in bodies]
+        # Not plain JSON, or no point at all: the view's own messages.
+        points = [body if isinstance(body, list) else [body] for body in parsed if body]
+        stored = iter(self._store_points(points))
+        return [next(stored) if body else None for body in parsed]
+
+    def _store_points(self, points: list[list[Any]]) -> list[StoredPut]:
         try:
-            return store_points(self.writer, raw_points)
-        except Exception as exc:  # the view raises it, so Flask's handler answers it
-            return StoredPut(raw_points, PointBatch(wide_floats=True), 0, exc)
+            return store_bodies(self.writer, points)
+        except StorageError as exc:  # the store's, not a body's: the view raises it for each
+            return [StoredPut(raw_points, [], exc) for raw_points in points]
+        except Exception as exc:
+            if len(points) == 1:
+                return [StoredPut(points[0], [], exc)]
+        # Something in one body failed them all: each alone (a point written twice is
+        # written the same), so that only that request fails, as without the group.
+        return [self._store_points([raw_points])[0] for raw_points in points]
 
     @staticmethod
     def answered(elapsed_ms: float) -> None:

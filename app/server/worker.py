@@ -19,7 +19,6 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from gunicorn.workers.base import Worker
@@ -100,7 +99,8 @@ class TsdWorker(Worker):
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
         from app.server.put_lane import PutLane  # the app's modules: in the worker only
 
-        self.puts = PutLane.of(self.wsgi)  # plain puts stored without the app's request cycle
+        # Plain puts stored without the app's request cycle, in groups (put_lane.py).
+        self.puts = PutLane.of(self.wsgi, lambda job: self._in_thread(self.pool, job))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
         # them that expensive queries waiting cannot leave a cheap one without a thread.
@@ -307,19 +307,21 @@ class TsdWorker(Worker):
         if self.waiting >= self.limits.queue_limit:
             raise HttpError(503, "Service Unavailable",
                             f"Over {self.limits.queue_limit} requests are waiting in this worker")
-        heavy = False
         if self.puts is not None and self.puts.takes(request):
-            job: Any = partial(self.puts.answer, request, peer, server, gone)
-        else:
-            environ = build_environ(request, peer, server)
-            environ[CLIENT_GONE] = gone
-            heavy = is_heavy(environ["PATH_INFO"])
-            job = partial(call_app, self.wsgi, environ)
+            self.waiting += 1
+            try:
+                return await self.puts.answer(request, peer, server, gone)
+            finally:
+                self.waiting -= 1
+        environ = build_environ(request, peer, server)
+        environ[CLIENT_GONE] = gone
+        heavy = is_heavy(environ["PATH_INFO"])
         self.waiting += 1
         if heavy:
             self.addresses.query_started()  # the other workers split no read meanwhile
         try:
-            reply: Reply = await self._in_thread(self.heavy_pool if heavy else self.pool, job)
+            pool = self.heavy_pool if heavy else self.pool
+            reply: Reply = await self._in_thread(pool, call_app, self.wsgi, environ)
             return reply
         finally:
             self.waiting -= 1
