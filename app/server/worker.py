@@ -26,6 +26,7 @@ from gunicorn.workers.base import Worker
 from app.query.budget import CLIENT_GONE
 from app.server import split_helper
 from app.server.accept import Acceptor
+from app.server.access_log import AccessLog
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
 from app.server.http import BodyBudget, serve_http
@@ -73,6 +74,7 @@ class TsdWorker(Worker):
 
     closing = False
     puts: PutLane | None = None  # set in run(): the app's modules load in the worker
+    access_log: AccessLog | None = None  # made at the first line (gunicorn's logger)
     # Made by the arbiter (gunicorn calls ``setup`` there) so that every fork shares it.
     shares: WorkerShares | None = None
 
@@ -349,16 +351,12 @@ class TsdWorker(Worker):
             self._stop(True)
         if not self.cfg.accesslog:
             return
+        if self.access_log is None:
+            self.access_log = AccessLog(self.log.access_log)
         if request is None:
-            self.log.access_log.info('%s "-" %d %d 0ms "-" "-"', peer, status, size)
-            return
-        headers = dict(request.headers)
-        # Truncated: a request line may be 8 KB, and the log is not the place to replay it.
-        self.log.access_log.info(
-            '%s "%s %s HTTP/%s" %d %d %dms "%s" "%s"', peer, request.method,
-            request.target[:1024].decode("latin-1"), request.http_version, status, size,
-            duration_s * 1000, headers.get(b"referer", b"-")[:256].decode("latin-1"),
-            headers.get(b"user-agent", b"-")[:256].decode("latin-1"))
+            self.access_log.refused(peer, status, size)
+        else:
+            self.access_log.request(peer, request, status, size, duration_s)
 
 
 def _peer_host(sock: socket.socket) -> str:
