@@ -16,7 +16,6 @@ Flask's 204 when all its points were stored, else by the app, told what was stor
 from __future__ import annotations
 
 import asyncio
-import threading
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -24,13 +23,17 @@ from typing import Any
 
 from app.api.put import STORED_PUT
 from app.api.put_direct import NO_CONTENT_HEADERS, NO_CONTENT_REASON, PUT_PATH, DirectPuts
-from app.query.budget import CLIENT_GONE
+from app.server.simple_http import encode_reply
 from app.server.wsgi_bridge import Reply, Request, WsgiApp, build_environ, call_app
 
 PUT_TARGET = PUT_PATH.encode("ascii")
 # Groups written at once by one worker: two, so that one group's parsing and encoding runs
 # while the other waits for its disk sync (the store's own group commit joins their syncs).
 GROUPS_IN_FLIGHT = 2
+
+# Flask's 204 (app/api/put_direct.py), and its bytes to a plain request, made once.
+NO_CONTENT = Reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b"",
+                   encode_reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b""))
 
 InThread = Callable[[Callable[..., Any]], Awaitable[Any]]
 
@@ -40,7 +43,6 @@ class _Put:
     request: Request
     peer: tuple[str, int]
     server: tuple[str, int]
-    gone: threading.Event
     answer: asyncio.Future[Reply] = field(default_factory=lambda: (
         asyncio.get_running_loop().create_future()))
 
@@ -65,10 +67,10 @@ class PutLane:
         return (request.target == PUT_TARGET and request.method == "POST"
                 and self.direct.takes(request.headers))
 
-    async def answer(self, request: Request, peer: tuple[str, int], server: tuple[str, int],
-                     gone: threading.Event) -> Reply:
+    async def answer(self, request: Request, peer: tuple[str, int],
+                     server: tuple[str, int]) -> Reply:
         """Store the request's points with its group and answer it."""
-        put = _Put(request, peer, server, gone)
+        put = _Put(request, peer, server)
         self._waiting.append(put)
         if self._writing < GROUPS_IN_FLIGHT:
             self._write_next()
@@ -104,10 +106,10 @@ class PutLane:
         for put, outcome in zip(group, stored):
             if outcome is not None and outcome.complete:
                 self.direct.answered(elapsed_ms)
-                replies.append(Reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b""))
+                replies.append(NO_CONTENT)
                 continue
+            # No CLIENT_GONE: only queries look whether their client is still there.
             environ = build_environ(put.request, put.peer, put.server)
-            environ[CLIENT_GONE] = put.gone
             if outcome is not None:
                 environ[STORED_PUT] = outcome
             replies.append(call_app(self.app, environ))

@@ -29,7 +29,7 @@ from app.server.accept import Acceptor
 from app.server.access_log import AccessLog
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
-from app.server.http import BodyBudget, serve_http
+from app.server.http import BodyBudget, ClientWatch, serve_http
 from app.server.malloc import keep_freed, one_arena
 from app.server.settings import READ_BLOCK_BYTES, ServerLimits, is_heavy
 from app.server.shares import WorkerShares
@@ -303,20 +303,20 @@ class TsdWorker(Worker):
         return run_lines
 
     async def run_request(self, request: Request, peer: tuple[str, int],
-                          server: tuple[str, int], gone: threading.Event) -> Reply:
+                          server: tuple[str, int], watch: ClientWatch) -> Reply:
         """Run the app (or the put lane) on a complete request in a thread; 503 when too
-        many are waiting. ``gone`` is set if the client leaves meanwhile."""
+        many are waiting. The app is told (``watch``) if the client leaves meanwhile."""
         if self.waiting >= self.limits.queue_limit:
             raise HttpError(503, "Service Unavailable",
                             f"Over {self.limits.queue_limit} requests are waiting in this worker")
         if self.puts is not None and self.puts.takes(request):
             self.waiting += 1
             try:
-                return await self.puts.answer(request, peer, server, gone)
+                return await self.puts.answer(request, peer, server)
             finally:
                 self.waiting -= 1
         environ = build_environ(request, peer, server)
-        environ[CLIENT_GONE] = gone
+        environ[CLIENT_GONE] = watch.start()
         heavy = is_heavy(environ["PATH_INFO"])
         self.waiting += 1
         if heavy:
