@@ -17,8 +17,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from app.api.put import STORED_PUT
@@ -35,7 +36,8 @@ GROUPS_IN_FLIGHT = 2
 NO_CONTENT = Reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b"",
                    encode_reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b""))
 
-InThread = Callable[[Callable[..., Any]], Awaitable[Any]]
+# Runs a function with its arguments in the request pool.
+InThread = Callable[..., "asyncio.Future[Any]"]
 
 
 @dataclass
@@ -48,7 +50,7 @@ class _Put:
 
 
 class PutLane:
-    """The worker's direct puts (module doc). ``in_thread`` runs a job in the request pool."""
+    """The worker's direct puts (module doc)."""
 
     def __init__(self, app: WsgiApp, direct: DirectPuts, in_thread: InThread) -> None:
         self.app = app
@@ -79,8 +81,8 @@ class PutLane:
     def _write_next(self) -> None:
         group, self._waiting = self._waiting, []
         self._writing += 1
-        task = asyncio.ensure_future(self.in_thread(lambda: self._answer_all(group)))
-        task.add_done_callback(lambda done: self._written(group, done))
+        written = self.in_thread(self._answer_all, group)
+        written.add_done_callback(partial(self._written, group))
 
     def _written(self, group: list[_Put], done: asyncio.Future[list[Reply]]) -> None:
         self._writing -= 1

@@ -102,7 +102,7 @@ class TsdWorker(Worker):
         from app.server.put_lane import PutLane  # the app's modules: in the worker only
 
         # Plain puts stored without the app's request cycle, in groups (put_lane.py).
-        self.puts = PutLane.of(self.wsgi, lambda job: self._in_thread(self.pool, job))
+        self.puts = PutLane.of(self.wsgi, lambda *job: self._submit(self.pool, *job))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
         # them that expensive queries waiting cannot leave a cheap one without a thread.
@@ -331,6 +331,10 @@ class TsdWorker(Worker):
                 self.addresses.query_ended()
 
     async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
+        return await self._submit(pool, func, *args)
+
+    def _submit(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> asyncio.Future[Any]:
+        """``func(*args)`` in one of ``pool``'s threads, counted while it runs."""
         def job() -> Any:
             with self.jobs_lock:
                 self.running_jobs += 1
@@ -340,7 +344,7 @@ class TsdWorker(Worker):
                 with self.jobs_lock:
                     self.running_jobs -= 1
 
-        return await asyncio.get_running_loop().run_in_executor(pool, job)
+        return asyncio.get_running_loop().run_in_executor(pool, job)
 
     def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None:

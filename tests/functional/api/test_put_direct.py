@@ -50,8 +50,8 @@ def answer_together(lane: PutLane, requests: list[Request]) -> list[Reply]:
 
 
 def lane_of(app: Flask) -> PutLane:
-    async def in_thread(job: Callable[[], Any]) -> Any:
-        return await asyncio.to_thread(job)
+    def in_thread(func: Callable[..., Any], *args: Any) -> asyncio.Future[Any]:
+        return asyncio.get_running_loop().run_in_executor(None, func, *args)
 
     lane = PutLane.of(app, in_thread)
     assert lane is not None
