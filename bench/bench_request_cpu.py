@@ -1,12 +1,13 @@
 """Server CPU per request through a real gunicorn: ``GET /api/version`` (what any request
 costs) and ``POST /api/put`` of 50 points over 50 known series (issue 26's body).
 
-4 keep-alive clients (``bench_hbase_put.run_clients``) against 2 workers on a fresh embedded
-store; the server's CPU (master, workers, helpers) is read from /proc around each round.
+4 keep-alive clients (``--clients``; ``bench_hbase_put.run_clients``) against 2 workers
+on a fresh embedded store; the server's CPU (master, workers, helpers) is read from /proc
+around each round.
 Rounds of each kind alternate, so run it from two checkouts' ``bench/`` one after the other,
 or give ``--rounds`` to see the spread.
 
-    python bench/bench_request_cpu.py [--requests N] [--rounds R] [--workers W]
+    python bench/bench_request_cpu.py [--requests N] [--rounds R] [--workers W] [--clients C]
 """
 
 from __future__ import annotations
@@ -19,8 +20,6 @@ import time
 import bench_hbase_put as put
 from common import pid_cpu_s, temp_storage_url
 from serving import pytsd_server
-
-CLIENTS = 4
 
 
 async def get_all(port: int, count: int) -> None:
@@ -35,8 +34,8 @@ async def get_all(port: int, count: int) -> None:
         writer.close()
 
 
-async def versions(port: int, count: int) -> None:
-    await asyncio.gather(*(get_all(port, count // CLIENTS) for _ in range(CLIENTS)))
+async def versions(port: int, count: int, clients: int) -> None:
+    await asyncio.gather(*(get_all(port, count // clients) for _ in range(clients)))
 
 
 def main() -> None:
@@ -44,6 +43,7 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=4000)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--clients", type=int, default=4)
     args = parser.parse_args()
     hour_s = int(time.time()) // 3600 * 3600 - 3600
     env = {"TSD_STORAGE": temp_storage_url(), "TSD_CORE_AUTO_CREATE_METRICS": "true",
@@ -54,15 +54,15 @@ def main() -> None:
 
         warm = put.bodies_for(0, put.SERIES // put.POINTS_PER_REQUEST, hour_s)
         asyncio.run(put.run_clients(server.port, [warm]))
-        asyncio.run(versions(server.port, 400))
-        print(f"{args.requests} requests a round, {CLIENTS} clients, {args.workers} workers, "
+        asyncio.run(versions(server.port, 400, args.clients))
+        print(f"{args.requests} requests a round, {args.clients} clients, {args.workers} workers, "
               f"load average {os.getloadavg()[0]:.1f}")
         for round_no in range(args.rounds):
             cpu, started = cpu_s(), time.perf_counter()
-            asyncio.run(versions(server.port, args.requests))
+            asyncio.run(versions(server.port, args.requests, args.clients))
             version_s, version_cpu = time.perf_counter() - started, cpu_s() - cpu
             bodies = put.bodies_for((round_no + 1) * args.requests, args.requests, hour_s)
-            chunks = [bodies[i::CLIENTS] for i in range(CLIENTS)]
+            chunks = [bodies[i::args.clients] for i in range(args.clients)]
             cpu, started = cpu_s(), time.perf_counter()
             asyncio.run(put.run_clients(server.port, chunks))
             put_s, put_cpu = time.perf_counter() - started, cpu_s() - cpu
