@@ -1,14 +1,15 @@
 """``POST /api/put`` stored without Flask's request cycle when nothing but the view acts on it.
 
-Beyond storing its points, a collector's put cost ~300 µs of server CPU in Flask: the WSGI
-environ, the request context, and the hooks (``tsd.mode``, CORS, security, stats, JSONP),
-which for the usual put decide nothing. The server (``app/server/put_lane.py``) hands such a
-put's body to :meth:`DirectPuts.store` instead (with the puts that came meanwhile: one
-writer call for them all), and answers Flask's own 204 when every point was stored. Every
-other outcome is answered by the view, from the points already stored (``STORED_PUT``), or
-from the start when nothing was stored (a body orjson does not take as it is): so the
-status, headers and body are always Flask's (tests/functional/api/test_put_direct.py sends
-the same requests both ways).
+Beyond storing its points, a collector's put cost ~150 µs of server CPU in Flask (a put of
+~500 µs in all): the WSGI environ, the request context, and the hooks (``tsd.mode``, CORS,
+security, stats, JSONP), which for the usual put decide nothing. The server
+(``app/server/put_lane.py``) hands such a put's body to :meth:`DirectPuts.store` instead
+(with the puts that came meanwhile: one writer call for them all), and answers Flask's own
+204 when every point was stored. Every other outcome is answered by the view, from the
+points already stored (``STORED_PUT``), or from the start when nothing was stored (a body
+orjson does not take as it is): so the status, headers and body are always Flask's
+(tests/functional/api/test_put_direct.py and tests/e2e/test_put_direct_server.py send the
+same requests both ways).
 
 Which puts skip Flask is decided here alone, from the settings once (:meth:`DirectPuts.of`)
 and from the headers per request (:meth:`DirectPuts.takes`): those the hooks pass untouched.
