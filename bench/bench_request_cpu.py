@@ -8,6 +8,7 @@ Rounds of each kind alternate, so run it from two checkouts' ``bench/`` one afte
 or give ``--rounds`` to see the spread.
 
     python bench/bench_request_cpu.py [--requests N] [--rounds R] [--workers W] [--clients C]
+        [--access-log]
 """
 
 from __future__ import annotations
@@ -44,10 +45,13 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--clients", type=int, default=4)
+    parser.add_argument("--access-log", action="store_true",
+                        help="the access log on (to /dev/null), as a server runs by default")
     args = parser.parse_args()
     hour_s = int(time.time()) // 3600 * 3600 - 3600
     env = {"TSD_STORAGE": temp_storage_url(), "TSD_CORE_AUTO_CREATE_METRICS": "true",
-           "TSD_STORAGE_COMPACTION_ENABLE": "false"}
+           "TSD_STORAGE_COMPACTION_ENABLE": "false",
+           **({"GUNICORN_ACCESSLOG": "/dev/null"} if args.access_log else {})}
     with pytsd_server(env, workers=args.workers) as server:
         def cpu_s() -> float:
             return sum(pid_cpu_s(pid) for pid in server.pids())
