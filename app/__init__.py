@@ -31,10 +31,9 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     :param config: settings by OpenTSDB key name, overriding the file and environment
         (tests pass ``{"tsd.storage": "sqlite:///..."}``).
     """
-    from flask import Flask
-
     from app import api, ui
     from app.api import errors, security
+    from app.api.flask_app import TsdFlask
     from app.config import load_config
     from app.meta.tree_builder import attach_tree_processing
     from app.routing import OpenTsdbPaths
@@ -42,7 +41,7 @@ def create_app(config: Mapping[str, Any] | None = None) -> Flask:
     from app.tsdb import TSDB
 
     gc.set_threshold(GC_YOUNG_ALLOCATIONS, *gc.get_threshold()[1:])
-    app = Flask(__name__)
+    app = TsdFlask(__name__)
     app.json.sort_keys = False  # type: ignore[attr-defined]
     app.config["TSD"] = tsd_config = load_config(config)
     # Werkzeug refuses (413) a body longer than this before reading it, even chunked.

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import orjson
@@ -34,36 +35,76 @@ def writer_of(extensions: dict[str, Any]) -> PointWriter:
     return writer
 
 
-@bp.route("/put", methods=["POST"])
-def put() -> Response:
-    body = fast_json_body()
-    raw_points: list[Any] = body if isinstance(body, list) else [body]
-    if not raw_points:
-        raise BadRequestError("No datapoints found in content")
+# The request environ's key under which the server hands the view a put it has already
+# stored (``app/api/put_direct.py``): the view then only answers it.
+STORED_PUT = "pytsd.stored_put"
+
+
+@dataclass
+class StoredPut:
+    """A put body's points, stored: what the view answers from."""
+
+    raw_points: list[Any]
+    errors: list[TsdbError | None]  # each point's, None when it was stored
+    error: BaseException | None = None  # the store failed: raised again by the view
+
+    @property
+    def complete(self) -> bool:
+        """Every point stored: the answer is a 204 unless ``?summary`` or ``?details``."""
+        return self.error is None and self.errors.count(None) == len(self.raw_points)
+
+
+def store_bodies(writer: PointWriter, bodies: list[list[Any]]) -> list[StoredPut]:
+    """The points of several put bodies (requests) validated and stored by one writer call,
+    in order, and counted for ``/api/stats``; each body's outcome. A store failure raises."""
     # OpenTSDB's HTTP put stores every non-integer value as an 8-byte double.
     batch = PointBatch(wide_floats=True)
-    writer = get_writer()
-    add_json_points(batch, raw_points, writer.known_series)
-    stored = writer.write_batch(batch)
-    record_points_written(stored)
-    if stored == len(raw_points) and not request.args:  # every point stored, no ?summary
+    for raw_points in bodies:
+        add_json_points(batch, raw_points, writer.known_series)
+    record_points_written(writer.write_batch(batch))
+    done, end = [], 0
+    for raw_points in bodies:
+        start, end = end, end + len(raw_points)
+        done.append(StoredPut(raw_points, batch.errors[start:end]))
+    return done
+
+
+@bp.route("/put", methods=["POST"])
+def put() -> Response:
+    done: StoredPut | None = request.environ.get(STORED_PUT)
+    if done is None:
+        body = fast_json_body()
+        raw_points: list[Any] = body if isinstance(body, list) else [body]
+        if not raw_points:
+            raise BadRequestError("No datapoints found in content")
+        done = store_bodies(get_writer(), [raw_points])[0]
+    elif done.error is not None:
+        raise done.error
+    if done.complete and not request.args:  # every point stored, no ?summary
         return Response(status=204)
-    return _respond(raw_points, [None if e is None else http_message(e) for e in batch.errors])
+    return _respond(done.raw_points,
+                    [None if e is None else http_message(e) for e in done.errors])
 
 
 def fast_json_body() -> Any:
     """The body parsed by orjson when it is a plain JSON object or array; anything else
     (invalid UTF-8, NaN, errors) goes through :func:`json_body`, which answers it as OpenTSDB
-    does. So does a body with a run of 20 digits: orjson reads an integer past 64 bits as a
-    double, where it must stay an integer (and be refused as too big)."""
-    data = raw_body()
+    does."""
+    body = plain_json(raw_body())
+    return json_body() if body is None else body
+
+
+def plain_json(data: bytes) -> dict[str, Any] | list[Any] | None:
+    """``data`` parsed by orjson when it is a plain JSON object or array, else None. None too
+    for a body with a run of 20 digits: orjson reads an integer past 64 bits as a double,
+    where it must stay an integer (and be refused as too big)."""
     if TWENTY_DIGITS in data.translate(DIGITS_AS_ZERO):
-        return json_body()
+        return None
     try:
         body = orjson.loads(data)
     except orjson.JSONDecodeError:
-        return json_body()
-    return body if isinstance(body, (dict, list)) else json_body()
+        return None
+    return body if isinstance(body, (dict, list)) else None
 
 
 def http_message(error: TsdbError) -> str:

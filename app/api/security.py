@@ -65,8 +65,8 @@ def api_path(path: str) -> str | None:
 def effective_method() -> str:
     """The verb, with OpenTSDB's ``method_override`` for GET."""
     method = request.method
-    if method != "GET":
-        return method  # the override applies to GET alone: no query string to parse
+    if method != "GET" or not request.environ.get("QUERY_STRING"):
+        return method  # the override applies to GET alone, and needs a query string
     override = (request.args.get("method_override") or "").strip().upper()
     return override or method
 

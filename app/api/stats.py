@@ -128,15 +128,21 @@ def _register_timer(state: BlueprintSetupState) -> None:
 @bp.after_app_request
 def _count_request(response: Response) -> Response:
     started = g.get("tsd_started")
-    segment = endpoint_segment(request.path)
-    if response.status_code < 500 and segment in STORE_SEGMENTS:
-        STORE_HEALTH.succeeded()  # an outage ends with the first store access that works
-    if segment in ("query", "q"):
+    if endpoint_segment(request.path) in ("query", "q"):
         sync_cache_counters(current_app.extensions["tsdb"])
-    if started is not None:
-        COUNTERS.record_request(_endpoint(), response.status_code,
-                                (time.perf_counter() - started) * 1000)
+    count_request(request.path, _endpoint(), response.status_code,
+                  None if started is None else (time.perf_counter() - started) * 1000)
     return response
+
+
+def count_request(path: str, endpoint: str, status: int, elapsed_ms: float | None) -> None:
+    """Count an answered request (Flask's hook; ``/api/put`` answered without Flask,
+    app/api/put_direct.py); ``elapsed_ms`` None: not timed, not counted (a request refused
+    before the timer's hook)."""
+    if status < 500 and endpoint_segment(path) in STORE_SEGMENTS:
+        STORE_HEALTH.succeeded()  # an outage ends with the first store access that works
+    if elapsed_ms is not None:
+        COUNTERS.record_request(endpoint, status, elapsed_ms)
 
 
 def _point(metric: str, value: float | int, tags: dict[str, str], now_s: int,

@@ -16,15 +16,15 @@ from typing import Protocol
 import h11
 
 from app.observe.metrics import SERVER_REFUSED
-from app.query.budget import CLIENT_GONE
 from app.server.errors import HttpError, error_response
 from app.server.framing import ChunkSizes, find_head_end
-from app.server.settings import ServerLimits, is_heavy
+from app.server.settings import ServerLimits
 from app.server.simple_http import encode_reply, parse_head
 from app.server.streams import drain, read_block
-from app.server.wsgi_bridge import Reply, Request, build_environ, error_reply
+from app.server.wsgi_bridge import Reply, Request, error_reply
 
 WATCH_S = 0.25  # how often a running request's connection is looked at
+NEVER_SET = threading.Event()  # the watch of a request whose handler does not look
 
 
 class Connection(Protocol):
@@ -62,7 +62,8 @@ class Context(Protocol):
     budget: BodyBudget
     closing: bool
 
-    async def run_request(self, heavy: bool, environ: dict[str, object]) -> Reply: ...
+    async def run_request(self, request: Request, peer: tuple[str, int],
+                          server: tuple[str, int], watch: ClientWatch) -> Reply: ...
 
     def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None: ...
@@ -294,11 +295,9 @@ async def _read(conn: Connection, deadline: float, part: str, timeout_s: float) 
 
 
 async def _dispatch(conn: Connection, request: Request, ctx: Context) -> Reply:
-    environ = build_environ(request, conn.peer, conn.server)
     watch = ClientWatch(conn)
-    environ[CLIENT_GONE] = watch.gone
     try:
-        return await ctx.run_request(is_heavy(str(environ["PATH_INFO"])), environ)
+        return await ctx.run_request(request, conn.peer, conn.server, watch)
     except HttpError as exc:  # overloaded
         SERVER_REFUSED.labels(str(exc.code)).inc()
         return error_reply(exc.code, exc.message, exc.details)
@@ -310,13 +309,19 @@ class ClientWatch:
     """Sets ``gone`` when the client closes its connection while its request runs (as nginx
     counts a client abort), so the app can drop work nobody will read: a query still waiting
     for its lane gives up (app/tsdb/admission.py). Looked at every ``WATCH_S`` once a request
-    has run that long: a timer, no task per request."""
+    has run that long: a timer, no task per request; armed by :meth:`start` (on the loop),
+    for the requests whose handler looks (not a put the worker stores itself)."""
 
     def __init__(self, conn: Connection) -> None:
         self.conn = conn
+        self.gone = NEVER_SET
+        self._timer: asyncio.TimerHandle | None = None
+
+    def start(self) -> threading.Event:
+        """Arm the watch; the event it sets."""
         self.gone = threading.Event()
-        self._timer: asyncio.TimerHandle | None = asyncio.get_running_loop().call_later(
-            WATCH_S, self._look)
+        self._timer = asyncio.get_running_loop().call_later(WATCH_S, self._look)
+        return self.gone
 
     def _look(self) -> None:
         # EOF with nothing left to read: bytes still buffered may be a pipelined request.
@@ -337,7 +342,8 @@ async def _write_reply(conn: Connection, framing: Framing, request: Request,
     """Write ``reply``; return whether the connection stays open for another request."""
     if isinstance(framing, PlainHead):
         if not ctx.closing and request.method != "HEAD":
-            data = encode_reply(reply.status, reply.reason, reply.headers, reply.body)
+            data = reply.plain or encode_reply(reply.status, reply.reason, reply.headers,
+                                               reply.body)
             if data is not None:
                 return await _send(conn, data, ctx.limits)
         parser = framing.parser(request.body)

@@ -19,23 +19,28 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gunicorn.workers.base import Worker
 
+from app.query.budget import CLIENT_GONE
 from app.server import split_helper
 from app.server.accept import Acceptor
+from app.server.access_log import AccessLog
 from app.server.cpu_class import lane_class
 from app.server.errors import HttpError, error_response
-from app.server.http import BodyBudget, serve_http
+from app.server.http import BodyBudget, ClientWatch, serve_http
 from app.server.malloc import keep_freed, one_arena
-from app.server.settings import READ_BLOCK_BYTES, ServerLimits
+from app.server.settings import READ_BLOCK_BYTES, ServerLimits, is_heavy
 from app.server.shares import WorkerShares
 from app.server.split_helper import Helper, prepare_helper
 from app.server.streams import drain, read_block
 from app.server.telnet import serve_lines
-from app.server.wsgi_bridge import Reply, Request, call_app
+from app.server.wsgi_bridge import Reply, Request, build_environ, call_app
 from app.tsdb.admission import AdmissionSettings, run_lanes_in
+
+if TYPE_CHECKING:
+    from app.server.put_lane import PutLane
 
 HEARTBEAT_S = 1.0
 GIL_SWITCH_INTERVAL_S = 0.001
@@ -68,6 +73,8 @@ class TsdWorker(Worker):
     """The worker class: ``worker_class = "app.server.worker.TsdWorker"``."""
 
     closing = False
+    puts: PutLane | None = None  # set in run(): the app's modules load in the worker
+    access_log: AccessLog | None = None  # made at the first line (gunicorn's logger)
     # Made by the arbiter (gunicorn calls ``setup`` there) so that every fork shares it.
     shares: WorkerShares | None = None
 
@@ -92,6 +99,10 @@ class TsdWorker(Worker):
             self.helper = prepare_helper(tsdb)  # reads half a large query (split_helper.py)
             tsdb.open_early()
         self.limits = ServerLimits.from_config(_tsd_config(self.wsgi))
+        from app.server.put_lane import PutLane  # the app's modules: in the worker only
+
+        # Plain puts stored without the app's request cycle, in groups (put_lane.py).
+        self.puts = PutLane.of(self.wsgi, lambda *job: self._submit(self.pool, *job))
         self.pool = ThreadPoolExecutor(self.limits.threads, thread_name_prefix="tsd-request")
         # Queries wait for their lane (app/tsdb/admission.py) in these threads: enough of
         # them that expensive queries waiting cannot leave a cheap one without a thread.
@@ -291,11 +302,22 @@ class TsdWorker(Worker):
 
         return run_lines
 
-    async def run_request(self, heavy: bool, environ: dict[str, Any]) -> Reply:
-        """Run the app on a complete request in a thread; 503 when too many are waiting."""
+    async def run_request(self, request: Request, peer: tuple[str, int],
+                          server: tuple[str, int], watch: ClientWatch) -> Reply:
+        """Run the app (or the put lane) on a complete request in a thread; 503 when too
+        many are waiting. The app is told (``watch``) if the client leaves meanwhile."""
         if self.waiting >= self.limits.queue_limit:
             raise HttpError(503, "Service Unavailable",
                             f"Over {self.limits.queue_limit} requests are waiting in this worker")
+        if self.puts is not None and self.puts.takes(request):
+            self.waiting += 1
+            try:
+                return await self.puts.answer(request, peer, server)
+            finally:
+                self.waiting -= 1
+        environ = build_environ(request, peer, server)
+        environ[CLIENT_GONE] = watch.start()
+        heavy = is_heavy(environ["PATH_INFO"])
         self.waiting += 1
         if heavy:
             self.addresses.query_started()  # the other workers split no read meanwhile
@@ -309,6 +331,10 @@ class TsdWorker(Worker):
                 self.addresses.query_ended()
 
     async def _in_thread(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> Any:
+        return await self._submit(pool, func, *args)
+
+    def _submit(self, pool: ThreadPoolExecutor, func: Any, *args: Any) -> asyncio.Future[Any]:
+        """``func(*args)`` in one of ``pool``'s threads, counted while it runs."""
         def job() -> Any:
             with self.jobs_lock:
                 self.running_jobs += 1
@@ -318,7 +344,7 @@ class TsdWorker(Worker):
                 with self.jobs_lock:
                     self.running_jobs -= 1
 
-        return await asyncio.get_running_loop().run_in_executor(pool, job)
+        return asyncio.get_running_loop().run_in_executor(pool, job)
 
     def access(self, peer: str, request: Request | None, status: int, size: int,
                duration_s: float) -> None:
@@ -329,16 +355,12 @@ class TsdWorker(Worker):
             self._stop(True)
         if not self.cfg.accesslog:
             return
+        if self.access_log is None:
+            self.access_log = AccessLog(self.log.access_log)
         if request is None:
-            self.log.access_log.info('%s "-" %d %d 0ms "-" "-"', peer, status, size)
-            return
-        headers = dict(request.headers)
-        # Truncated: a request line may be 8 KB, and the log is not the place to replay it.
-        self.log.access_log.info(
-            '%s "%s %s HTTP/%s" %d %d %dms "%s" "%s"', peer, request.method,
-            request.target[:1024].decode("latin-1"), request.http_version, status, size,
-            duration_s * 1000, headers.get(b"referer", b"-")[:256].decode("latin-1"),
-            headers.get(b"user-agent", b"-")[:256].decode("latin-1"))
+            self.access_log.refused(peer, status, size)
+        else:
+            self.access_log.request(peer, request, status, size, duration_s)
 
 
 def _peer_host(sock: socket.socket) -> str:

@@ -33,6 +33,7 @@ class Reply:
     reason: str
     headers: list[tuple[str, str]]
     body: bytes
+    plain: bytes | None = None  # its bytes to a plain request (simple_http), when known
 
 
 def build_environ(request: Request, peer: tuple[str, int], server: tuple[str, int],

@@ -1,0 +1,118 @@
+"""``POST /api/put`` answered without the WSGI app when storing its points is all it asks.
+
+The worker hands a complete request here when :meth:`PutLane.takes` it: the plain target
+(no query string such as ``?details``, ``?summary``, ``?sync``; no other spelling of the
+path) and headers Flask's hooks would pass untouched (app/api/put_direct.py decides those,
+and which settings allow it at all). The access log, body limits and the request queue are
+the server's, as for every request.
+
+**Groups.** Puts that arrive while one group is being written wait on the loop and go
+together as the next group: one hop to a thread and one writer call for them all (storing
+two 50-point bodies at once costs ~2/3 of storing them one by one, four ~1/2; a hop and its
+wake-ups ~20 µs each). A lone put is written at once. Each put of a group is answered
+Flask's 204 when all its points were stored, else by the app, told what was stored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import partial
+from typing import Any
+
+from app.api.put import STORED_PUT
+from app.api.put_direct import NO_CONTENT_HEADERS, NO_CONTENT_REASON, PUT_PATH, DirectPuts
+from app.server.simple_http import encode_reply
+from app.server.wsgi_bridge import Reply, Request, WsgiApp, build_environ, call_app
+
+PUT_TARGET = PUT_PATH.encode("ascii")
+# Groups written at once by one worker: two, so that one group's parsing and encoding runs
+# while the other waits for its disk sync (the store's own group commit joins their syncs).
+GROUPS_IN_FLIGHT = 2
+
+# Flask's 204 (app/api/put_direct.py), and its bytes to a plain request, made once.
+NO_CONTENT = Reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b"",
+                   encode_reply(204, NO_CONTENT_REASON, NO_CONTENT_HEADERS, b""))
+
+# Runs a function with its arguments in the request pool.
+InThread = Callable[..., "asyncio.Future[Any]"]
+
+
+@dataclass
+class _Put:
+    request: Request
+    peer: tuple[str, int]
+    server: tuple[str, int]
+    answer: asyncio.Future[Reply] = field(default_factory=lambda: (
+        asyncio.get_running_loop().create_future()))
+
+
+class PutLane:
+    """The worker's direct puts (module doc)."""
+
+    def __init__(self, app: WsgiApp, direct: DirectPuts, in_thread: InThread) -> None:
+        self.app = app
+        self.direct = direct
+        self.in_thread = in_thread
+        self._waiting: list[_Put] = []
+        self._writing = 0  # groups in a thread now
+
+    @classmethod
+    def of(cls, app: Any, in_thread: InThread) -> PutLane | None:
+        """None when every put must go through the app (a setting: app/api/put_direct.py)."""
+        direct = DirectPuts.of(app)
+        return None if direct is None else cls(app, direct, in_thread)
+
+    def takes(self, request: Request) -> bool:
+        return (request.target == PUT_TARGET and request.method == "POST"
+                and self.direct.takes(request.headers))
+
+    async def answer(self, request: Request, peer: tuple[str, int],
+                     server: tuple[str, int]) -> Reply:
+        """Store the request's points with its group and answer it."""
+        put = _Put(request, peer, server)
+        self._waiting.append(put)
+        if self._writing < GROUPS_IN_FLIGHT:
+            self._write_next()
+        return await put.answer
+
+    def _write_next(self) -> None:
+        group, self._waiting = self._waiting, []
+        self._writing += 1
+        written = self.in_thread(self._answer_all, group)
+        written.add_done_callback(partial(self._written, group))
+
+    def _written(self, group: list[_Put], done: asyncio.Future[list[Reply]]) -> None:
+        self._writing -= 1
+        error = None if done.cancelled() else done.exception()
+        for number, put in enumerate(group):
+            if put.answer.done():
+                continue  # its connection was closed meanwhile (shutdown)
+            if done.cancelled():
+                put.answer.cancel()
+            elif error is not None:
+                put.answer.set_exception(error)
+            else:
+                put.answer.set_result(done.result()[number])
+        if self._waiting:
+            self._write_next()
+
+    def _answer_all(self, group: list[_Put]) -> list[Reply]:
+        """Store the group's points and answer each put (in a thread: the store commits)."""
+        started = time.perf_counter()
+        stored = self.direct.store([put.request.body for put in group])
+        elapsed_ms = (time.perf_counter() - started) * 1000
+        replies = []
+        for put, outcome in zip(group, stored):
+            if outcome is not None and outcome.complete:
+                self.direct.answered(elapsed_ms)
+                replies.append(NO_CONTENT)
+                continue
+            # No CLIENT_GONE: only queries look whether their client is still there.
+            environ = build_environ(put.request, put.peer, put.server)
+            if outcome is not None:
+                environ[STORED_PUT] = outcome
+            replies.append(call_app(self.app, environ))
+        return replies
