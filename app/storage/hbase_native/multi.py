@@ -20,7 +20,13 @@ connection broke, are sent again once with the table's regions read again from `
 what fails again, or times out, is a :class:`StorageUnavailableError` (a 503: nothing is
 acknowledged that HBase may not hold). Puts are idempotent, so sending a row twice is safe;
 an append (``APPEND`` actions asking for no result) is sent again only when the server said it
-did not apply it.
+did not apply it, or when its request never reached a socket (a refused connection).
+
+When the native RPC cannot reach HBase at all (ZooKeeper, ``hbase:meta``'s server or a region
+server not answering: no exception from HBase, no timeout) the error is :class:`Unreached`,
+holding the rows another RPC may write instead: every row not known written for puts, only
+the appends known not applied (none may have reached a region server) for appends;
+``tsd.storage.hbase.write_rpc=auto`` sends them through Thrift (``app/storage/hbase.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase_native import messages, wire
 from app.storage.hbase_native.messages import Region
-from app.storage.hbase_native.rpc import RpcError
+from app.storage.hbase_native.rpc import RpcError, unreachable
 from app.storage.hbase_native.zk import ZooKeeperError
 
 Rows = Sequence[tuple[bytes, dict[bytes, bytes]]]
@@ -207,13 +213,24 @@ class _ServerBatch:
     rows: list[list[Any]] = field(default_factory=list)  # puts' rows or appends' cells
 
 
-class _Retry(Exception):
-    """Rows to send again after re-locating their regions, and why they failed."""
+class Unreached(StorageUnavailableError):
+    """The native RPC could not reach HBase (module docstring): ``rows`` (puts' rows or
+    appends' cells) were not written by it, and another RPC may write them."""
 
-    def __init__(self, rows: list[Any], reason: str) -> None:
+    def __init__(self, message: str, details: str, rows: list[Any]) -> None:
+        super().__init__(message, details)
+        self.rows = rows
+
+
+class _Retry(Exception):
+    """Rows to send again after re-locating their regions, and why they failed;
+    ``unreached``: because their server could not be reached."""
+
+    def __init__(self, rows: list[Any], reason: str, unreached: bool = False) -> None:
         super().__init__(reason)
         self.rows = rows
         self.reason = reason
+        self.unreached = unreached
 
 
 class MultiWriter:
@@ -243,22 +260,32 @@ class MultiWriter:
                idempotent: bool) -> None:
         op = f"{verb} {table.decode(errors='replace')} (native RPC, ZooKeeper quorum " \
              f"{self.zk_quorum})"
-        pending, reason = items, ""
+        pending, failed = items, _Retry([], "")
         for refresh in (False, True):
             try:
                 failed = self._attempt(table, pending, refresh, encode, idempotent)
+            except _Unsent as exc:  # hbase:meta or ZooKeeper: nothing sent in this pass
+                raise Unreached(f"HBase is unreachable: {op} failed", str(exc.__cause__),
+                                pending) from exc.__cause__
             except (RpcError, ZooKeeperError, OSError, wire.WireError) as exc:
                 raise _storage_error(op, exc) from exc
             if not failed.rows:
                 return
-            pending, reason = failed.rows, failed.reason
-        raise StorageUnavailableError(
-            f"HBase is unavailable: {len(pending)} rows were not written ({op})", reason)
+            pending = failed.rows
+        message = f"{len(pending)} rows were not written ({op})"
+        if failed.unreached:
+            raise Unreached(f"HBase is unreachable: {message}", failed.reason, pending)
+        raise StorageUnavailableError(f"HBase is unavailable: {message}", failed.reason)
 
     def _attempt(self, table: bytes, rows: list[Any], refresh: bool, encode: Encode,
                  idempotent: bool) -> _Retry:
         """One pass: a ``Multi`` per server; the rows to send again (none: all written)."""
-        batches = self._by_server(table, rows, refresh)
+        try:
+            batches = self._by_server(table, rows, refresh)
+        except (RpcError, ZooKeeperError) as exc:
+            if unreachable(exc):
+                raise _Unsent() from exc
+            raise
         if len(batches) == 1:
             ((server, batch),) = batches.items()
             retries = [self._send(server, batch, encode, idempotent)]
@@ -269,7 +296,8 @@ class MultiWriter:
             retries = [future.result() for future in futures]
         again = [row for retry in retries for row in retry.rows]
         reasons = [retry.reason for retry in retries if retry.reason]
-        return _Retry(again, "; ".join(reasons))
+        unreached = all(retry.unreached for retry in retries if retry.rows)
+        return _Retry(again, "; ".join(reasons), unreached)
 
     def _by_server(self, table: bytes, rows: list[Any], refresh: bool
                    ) -> dict[str, _ServerBatch]:
@@ -311,9 +339,9 @@ class MultiWriter:
                                      b"".join(block))
         except RpcError as exc:
             if (exc.timed_out or (exc.exception_class and exc.short_class not in RELOCATE)
-                    or (not idempotent and not exc.exception_class)):
-                raise
-            return _Retry(everything, str(exc))
+                    or (not idempotent and not exc.exception_class and exc.sent)):
+                raise  # an append that may have been applied is never sent again
+            return _Retry(everything, str(exc), unreachable(exc))
         failures = multi_failures(response, [len(rows) for rows in batch.rows])
         again: list[Any] = []
         for failure in failures:
@@ -340,6 +368,10 @@ class MultiWriter:
             pool, self._pool = self._pool, None
         if pool is not None and self._pool_pid == os.getpid():
             pool.shutdown(wait=True)
+
+
+class _Unsent(Exception):
+    """A pass that stopped before sending anything (its ``__cause__`` says why)."""
 
 
 def _storage_error(op: str, exc: Exception) -> StorageError:
