@@ -134,7 +134,7 @@ def main() -> int:
               f"point (load average {os.getloadavg()[0]:.1f})")
         if profile is not None:
             out = io.StringIO()
-            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(30)
+            pstats.Stats(profile, stream=out).sort_stats(os.environ.get("PROFILE_SORT", "tottime")).print_stats(30)
             print(out.getvalue())
             return 0
         for name, seconds in phases(thread_s, process_s):

@@ -18,7 +18,10 @@ calls in flight on separate connections go ~2x faster than one after the other. 
   or, given an ``appends_call`` (the native client's ``Multi``), into one append each of
   chunks of many rows and columns, like the puts;
 * up to ``writers`` leaders write at once, so one batch is gathered while the last is
-  written; a leader done writing leads again while rows wait with nobody gathering them.
+  written; a leader done writing leads again while rows wait with nobody gathering them;
+* unless ``spread`` says no (the native RPC: one ``Multi`` per region server is cheaper for
+  the region server and for pytsd than several, and the calls to several servers are already
+  in flight at once), a batch's puts are split over up to ``writers`` calls at once.
 
 A caller's :meth:`WriteBatcher.put` / :meth:`WriteBatcher.append` returns only when every call
 holding its cells succeeded, and raises the failure (a :class:`StorageError`) otherwise: an
@@ -84,8 +87,10 @@ class WriteBatcher:
 
     def __init__(self, put_call: PutCall, append_call: AppendCall, writers: int,
                  linger_ms: float, max_cells: int, wait_s: float,
-                 appends_call: AppendsCall | None = None) -> None:
+                 appends_call: AppendsCall | None = None,
+                 spread: Callable[[], bool] = lambda: True) -> None:
         self._put_call = put_call
+        self._spread = spread
         self._append_call = append_call
         self._appends_call = appends_call
         self.writers = max(1, writers)
@@ -212,7 +217,7 @@ class WriteBatcher:
         calls: list[Callable[[], None]] = []
         if batch.puts:
             rows = sorted(batch.puts.items())
-            for chunk in _chunks(rows, self.writers, self.max_cells):
+            for chunk in _chunks(rows, self.writers if self._spread() else 1, self.max_cells):
                 calls.append(partial(self._put_call, table, chunk))
         if self._appends_call is not None and batch.appends:
             appends = [(row, column, b"".join(values))
