@@ -149,7 +149,7 @@ class HBaseStore:
             self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
                                         write_linger_ms, CELLS_PER_PUT,
                                         wait_s=4 * timeout_ms / 1000 + 1, appends_call=appends,
-                                        spread=self._spread_puts)
+                                        gateway=self._through_thrift)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -252,9 +252,9 @@ class HBaseStore:
 
     # ------------------------------------------------------------ writes
 
-    def _spread_puts(self) -> bool:
-        """Whether the batcher splits a batch's puts over several calls: through Thrift (on
-        separate connections, ~2x faster), not natively (one ``Multi`` per region server)."""
+    def _through_thrift(self) -> bool:
+        """Whether writes go through the Thrift gateway now (the batcher's lingers and
+        spreads a batch over several calls for it, ``hbase_write``)."""
         return self.write_rpc.on_native is not True
 
     def _native_writer(self) -> MultiWriter | None:

@@ -11,6 +11,7 @@ import json
 import logging
 import socket
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -249,3 +250,37 @@ def test_an_append_that_may_have_been_applied_is_never_sent_again(
     assert asked == [False]
     writer.close()
     swallower.listener.close()
+
+
+def test_native_writes_take_what_queued_without_the_gateways_linger(
+        stores: tuple[HBaseStore, HBaseStore, Relay]) -> None:
+    """Natively a batch is written at once, its puts in one ``Multi`` per region server;
+    through Thrift a leader lingers (``write_linger_ms``) and spreads a batch over calls."""
+    address = hbase_address()
+    assert address
+    host, _, port = address.rpartition(":")
+    thrift, auto, relay = stores
+    native = auto.native
+    assert native is not None
+    lingering = {"writers": 4, "write_linger_ms": 1500.0}
+    by_thrift = HBaseStore(host, int(port), thrift.table_prefix, **lingering)
+    by_native = HBaseStore(host, int(port), thrift.table_prefix, **lingering, native=native,
+                           write_rpc="native", scan_rpc="thrift")
+    multis: list[int] = []
+
+    def recording(server: str, method: str, request: bytes, cells: bytes) -> tuple[bytes, bytes]:
+        multis.append(len(cells))
+        return native.call(server, method, request, cells)
+
+    by_native.native_writer = MultiWriter(recording, native.regions, native.zk_quorum)
+    rows = [(i.to_bytes(4, "big"), {b"t:\x00\x10": b"\x07"}) for i in range(400)]
+    took_s = {}
+    for name, store in (("thrift", by_thrift), ("native", by_native)):
+        started = time.monotonic()
+        store.table("by_auto").put_many(rows)
+        took_s[name] = time.monotonic() - started
+    assert took_s["thrift"] >= 1.5 > took_s["native"], took_s
+    assert len(multis) == 1  # 400 rows, one region: one Multi
+    assert len(list(thrift.table("by_auto").scan())) == 400
+    by_thrift.close()
+    by_native.close()
