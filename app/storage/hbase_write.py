@@ -81,6 +81,7 @@ class _TableBatch:
     """What the callers of one table queued since the last take."""
 
     puts: dict[bytes, dict[bytes, bytes]] = field(default_factory=dict)
+    put_cells: int = 0  # queued (a cell put twice counted twice)
     appends: dict[tuple[bytes, bytes], list[bytes]] = field(default_factory=dict)
     tickets: list[_Ticket] = field(default_factory=list)
 
@@ -125,6 +126,7 @@ class WriteBatcher:
                     row_cells.update(data)
                 cells += len(data)
             self._pending_cells += cells
+            queueing.batch.put_cells += cells
         self._lead_or_wait(queueing.leads, ticket)
 
     def append(self, table: bytes, cells: Sequence[tuple[bytes, bytes, bytes]]) -> None:
@@ -220,7 +222,12 @@ class WriteBatcher:
         calls: list[Callable[[], None]] = []
         if batch.puts:
             rows = sorted(batch.puts.items())
-            for chunk in _chunks(rows, self.writers if self._gateway() else 1, self.max_cells):
+            gateway = self._gateway()
+            if not gateway and batch.put_cells <= self.max_cells:
+                chunks = [rows]  # natively: one call (no walk of the rows to cut it)
+            else:
+                chunks = _chunks(rows, self.writers if gateway else 1, self.max_cells)
+            for chunk in chunks:
                 calls.append(partial(self._put_call, table, chunk))
         if self._appends_call is not None and batch.appends:
             appends = [(row, column, b"".join(values))
