@@ -93,17 +93,21 @@ SETTINGS: dict[str, Setting] = {
         "the native RPC (in the background: no query waits for them).",
     ),
     "tsd.storage.hbase.write_rpc": Setting(
-        "thrift", lambda text: _choice(text, ("THRIFT", "NATIVE")).lower(),
-        "pytsd: how puts and appends reach HBase: `thrift` (through the Thrift1 gateway) or "
-        "`native` (one `Multi` call per region server, the cells as a cell block; the region "
-        "servers found through ZooKeeper: `tsd.storage.hbase.zk_quorum`). Deletes, gets and "
-        "the UID calls stay on Thrift.",
+        "auto", lambda text: _choice(text, ("AUTO", "THRIFT", "NATIVE")).lower(),
+        "pytsd: how puts and appends reach HBase: `native` (one `Multi` call per region "
+        "server, the cells as a cell block; the region servers found through ZooKeeper: "
+        "`tsd.storage.hbase.zk_quorum`; a failure is a 503), `thrift` (through the Thrift1 "
+        "gateway), or `auto`: native when each process's first write finds ZooKeeper, "
+        "`hbase:meta` and the region servers reachable, else Thrift (probed as for "
+        "`tsd.storage.hbase.scan_rpc`); a native write that cannot reach HBase is finished "
+        "through Thrift (puts not known written, appends never sent). `/api/stats`: "
+        "`tsd.storage.hbase.native_writes`. Deletes, gets and the UID calls stay on Thrift.",
     ),
     "tsd.storage.hbase.zk_quorum": Setting(
         "localhost", str,
         "ZooKeeper quorum of the HBase cluster (`host[:port]`, comma separated; port 2181 "
         "unless given). pytsd reads it for native scans (`tsd.storage.hbase.scan_rpc`) and "
-        "native writes (`tsd.storage.hbase.write_rpc=native`), "
+        "native writes (`tsd.storage.hbase.write_rpc`), "
         "from the first server that answers.",
     ),
     "tsd.storage.hbase.zk_basedir": Setting(

@@ -129,7 +129,8 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--writers", type=int, default=4,
                         help="tsd.storage.hbase.writers (0: no batching, each request's own call)")
-    parser.add_argument("--linger-ms", type=float, default=1.0)
+    parser.add_argument("--linger-ms", default="1.0",
+                        help="tsd.storage.hbase.write_linger_ms; a comma list: a server each")
     parser.add_argument("--write-rpc", choices=("thrift", "native", "both"), default="thrift",
                         help="pytsd's tsd.storage.hbase.write_rpc (both: a server of each)")
     parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum (default: "
@@ -141,8 +142,7 @@ def main() -> int:
     env = {"TSD_STORAGE": f"hbase://{args.hbase}", "TSD_STORAGE_HBASE_TABLE_PREFIX": prefix,
            "TSD_CORE_AUTO_CREATE_METRICS": "true",
            "TSD_STORAGE_ENABLE_APPENDS": str(args.appends).lower(),
-           "TSD_STORAGE_HBASE_WRITERS": str(args.writers),
-           "TSD_STORAGE_HBASE_WRITE_LINGER_MS": str(args.linger_ms)}
+           "TSD_STORAGE_HBASE_WRITERS": str(args.writers)}
     subprocess.run([sys.executable, "-m", "app.cli", "create-tables"], env={**os.environ, **env},
                    cwd=ROOT, check=True, capture_output=True)
     hour_s = int(time.time()) // 3600 * 3600
@@ -153,17 +153,21 @@ def main() -> int:
           f"{'?sync' if args.opentsdb_sync else 'without sync'}; HBase JVMs {hbase_pids}; "
           f"load average {os.getloadavg()[0]:.1f} (a shared machine)")
     rpcs = ("thrift", "native") if args.write_rpc == "both" else (args.write_rpc,)
+    lingers = args.linger_ms.split(",")
     zk_quorum = args.zk or args.hbase.rpartition(":")[0] + ":2181"
     try:
         with ExitStack() as stack:
             servers: dict[str, tuple[int, Callable[[], float]]] = {}
-            for rpc in rpcs:
+            for rpc, linger in ((rpc, linger) for rpc in rpcs for linger in lingers):
                 before = children_pids()
                 url = stack.enter_context(gunicorn_server(
                     {**env, "TSD_STORAGE_HBASE_WRITE_RPC": rpc,
+                     "TSD_STORAGE_HBASE_WRITE_LINGER_MS": linger,
                      "TSD_STORAGE_HBASE_ZK_QUORUM": zk_quorum}, workers=args.workers))
                 (master,) = children_pids() - before
-                servers[rpc] = (int(url.rsplit(":", 1)[1]), functools.partial(tree_cpu_s, master))
+                label = f"{rpc} linger {linger}" if len(lingers) > 1 else rpc
+                servers[label] = (int(url.rsplit(":", 1)[1]),
+                                  functools.partial(tree_cpu_s, master))
             warm = bodies_for(0, SERIES // POINTS_PER_REQUEST, hour_s)
             for port, _ in servers.values():
                 asyncio.run(run_clients(port, [warm]))  # UIDs and templates

@@ -245,7 +245,7 @@ def main() -> int:
     parser.add_argument("--skip", default="", help="phases to leave out: ingest, query")
     parser.add_argument("--scan-rpc", choices=("thrift", "native", "auto"), default="thrift",
                         help="pytsd's tsd.storage.hbase.scan_rpc")
-    parser.add_argument("--write-rpc", choices=("thrift", "native"), default="thrift",
+    parser.add_argument("--write-rpc", choices=("thrift", "native", "auto"), default="thrift",
                         help="pytsd's tsd.storage.hbase.write_rpc")
     parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum with "
                         "--scan-rpc or --write-rpc native (default: HBase's host)")

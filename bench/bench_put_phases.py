@@ -134,7 +134,8 @@ def main() -> int:
               f"point (load average {os.getloadavg()[0]:.1f})")
         if profile is not None:
             out = io.StringIO()
-            pstats.Stats(profile, stream=out).sort_stats("tottime").print_stats(30)
+            order = os.environ.get("PROFILE_SORT", "tottime")  # or cumulative
+            pstats.Stats(profile, stream=out).sort_stats(order).print_stats(30)
             print(out.getvalue())
             return 0
         for name, seconds in phases(thread_s, process_s):

@@ -55,8 +55,8 @@ from app.storage.base import Row, prefix_stop
 from app.storage.hbase_native import filters as native_filters
 from app.storage.hbase_native.calls import NativeScannerCalls
 from app.storage.hbase_native.client import NativeClient
-from app.storage.hbase_native.multi import MultiWriter
-from app.storage.hbase_native.scan_rpc import AutoScannerCalls, ScanRpc
+from app.storage.hbase_native.multi import MultiWriter, Unreached
+from app.storage.hbase_native.scan_rpc import WRITES, AutoScannerCalls, ScanRpc
 from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
@@ -117,7 +117,7 @@ class HBaseStore:
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,
                  scan_filters: bool = True, native: NativeClient | None = None,
-                 native_tables: frozenset[str] = frozenset(), native_writes: bool = False,
+                 native_tables: frozenset[str] = frozenset(), write_rpc: str = "thrift",
                  scan_rpc: str = "native", probe_every_s: float = 300.0) -> None:
         self.host = host
         self.table_prefix = table_prefix
@@ -128,9 +128,13 @@ class HBaseStore:
         self.scan_rpc = ScanRpc(scan_rpc if native is not None else "thrift", native,
                                 [self.full_name(name) for name in sorted(native_tables)],
                                 probe_every_s)
-        # ... and for every put and append (``tsd.storage.hbase.write_rpc``).
+        # ... and for every put and append (``tsd.storage.hbase.write_rpc``), decided the same
+        # way; under ``auto`` a native write that cannot reach HBase goes through Thrift.
+        self.write_rpc = ScanRpc(write_rpc if native is not None else "thrift", native,
+                                 self.scan_rpc.tables, probe_every_s, use=WRITES)
         self.native_writer = (MultiWriter(native.call, native.regions, native.zk_quorum)
-                              if native is not None and native_writes else None)
+                              if native is not None and self.write_rpc.setting != "thrift"
+                              else None)
         # Whether tables offer ``with_row_regex`` (tag filters narrowed on the region servers).
         self.scan_filters = scan_filters
         self.port = port
@@ -141,10 +145,11 @@ class HBaseStore:
         self.pool_size = max(pool_size, 1) + max(writers, 0)
         self.batcher: WriteBatcher | None = None
         if writers > 0:
-            appends = self.native_writer.append if self.native_writer is not None else None
+            appends = self.append_cells if self.native_writer is not None else None
             self.batcher = WriteBatcher(self.put_rows, self.append_cell, writers,
                                         write_linger_ms, CELLS_PER_PUT,
-                                        wait_s=4 * timeout_ms / 1000 + 1, appends_call=appends)
+                                        wait_s=4 * timeout_ms / 1000 + 1, appends_call=appends,
+                                        gateway=self._through_thrift)
         self._lock = threading.Lock()
         self._pool: _ConnectionPool | None = None
         self._executor: ThreadPoolExecutor | None = None
@@ -153,6 +158,7 @@ class HBaseStore:
         self._prefetch_pid = 0
         self._pid = 0
         self._known_tables: set[str] = set()
+        self.native_fallbacks = 0  # native writes Thrift finished (``write_rpc=auto``), for stats
 
     @classmethod
     def from_config(cls, config: Config) -> HBaseStore:
@@ -164,8 +170,8 @@ class HBaseStore:
             raise StorageError(f"Invalid tsd.storage URL: {url}", "Use hbase://host:port")
         scan_rpc = config["tsd.storage.hbase.scan_rpc"]
         native = None
-        writes = config["tsd.storage.hbase.write_rpc"] == "native"
-        if scan_rpc != "thrift" or writes:  # no socket yet: the first data scan probes (auto)
+        write_rpc = config["tsd.storage.hbase.write_rpc"]
+        if scan_rpc != "thrift" or write_rpc != "thrift":  # no socket yet: `auto` probes later
             native = NativeClient(config["tsd.storage.hbase.zk_quorum"],
                                   config["tsd.storage.hbase.zk_basedir"],
                                   config["tsd.storage.hbase.timeout_ms"] / 1000)
@@ -173,7 +179,7 @@ class HBaseStore:
                    config["tsd.storage.hbase.timeout_ms"], config["tsd.storage.hbase.pool_size"],
                    config["tsd.storage.hbase.writers"], config["tsd.storage.hbase.write_linger_ms"],
                    config["tsd.storage.hbase.scan_filters"], native,
-                   frozenset({config["tsd.storage.hbase.data_table"]}), writes, scan_rpc,
+                   frozenset({config["tsd.storage.hbase.data_table"]}), write_rpc, scan_rpc,
                    config["tsd.storage.hbase.scan_rpc_probe_s"])
 
     # ------------------------------------------------------------ connections
@@ -246,12 +252,35 @@ class HBaseStore:
 
     # ------------------------------------------------------------ writes
 
+    def _through_thrift(self) -> bool:
+        """Whether writes go through the Thrift gateway now (the batcher's lingers and
+        spreads a batch over several calls for it, ``hbase_write``)."""
+        return self.write_rpc.on_native is not True
+
+    def _native_writer(self) -> MultiWriter | None:
+        """The native writer for this write, or None: through Thrift (``write_rpc``)."""
+        return self.native_writer if self.write_rpc.client() is not None else None
+
+    def _unreached(self, exc: Unreached) -> None:
+        """A native write that could not reach HBase: under ``auto``, Thrift writes what it
+        left (``exc.rows``), and the process stays on Thrift until a probe works; otherwise
+        the error (a 503)."""
+        if self.write_rpc.setting != "auto":
+            raise exc
+        self.write_rpc.unreachable(exc.details or str(exc))
+        self.native_fallbacks += 1
+
     def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """One ``mutateRows`` call (the batcher's, or a direct write without it); natively,
         a ``Multi`` call per region server."""
-        if self.native_writer is not None:
-            self.native_writer.put(table, rows)
-            return
+        native = self._native_writer()
+        if native is not None:
+            try:
+                native.put(table, rows)
+                return
+            except Unreached as exc:
+                self._unreached(exc)
+                rows = exc.rows  # puts are idempotent: any row not known written again
         args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
         # Puts are idempotent: repeating one after a broken connection is safe.
         self.call_on_connection(
@@ -261,9 +290,28 @@ class HBaseStore:
 
     def append_cell(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         """One ``append`` call: never repeated (a second one would append twice)."""
-        if self.native_writer is not None:
-            self.native_writer.append(table, [(row, column, value)])
+        self.append_cells(table, [(row, column, value)])
+
+    def append_cells(self, table: bytes, cells: list[tuple[bytes, bytes, bytes]]) -> None:
+        """Each ``(row, column, value)`` appended (one per row and column): natively, a
+        ``Multi`` call per region server; through Thrift, an ``append`` call each, the calls
+        concurrent. None is ever repeated once it may have reached HBase (a second one would
+        append twice): only the appends a native write never sent go through Thrift."""
+        native = self._native_writer()
+        if native is not None:
+            try:
+                native.append(table, cells)
+                return
+            except Unreached as exc:
+                self._unreached(exc)
+                cells = exc.rows
+        if len(cells) == 1:
+            self._thrift_append(table, *cells[0])
             return
+        for done in [self.executor().submit(self._thrift_append, table, *cell) for cell in cells]:
+            done.result()
+
+    def _thrift_append(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
         append = TAppend(table=table, row=row, columns=[column], values=[value])
         self.call(f"append to {table.decode()}", lambda c: c.append(append))
 
@@ -413,8 +461,11 @@ class HBaseTable:
         return calls
 
     def store_stats(self) -> list[tuple[str, float | int, dict[str, str]]]:
-        """This process's RPC for data scans (``hbase_native.scan_rpc``), for /api/stats."""
-        return self.store.scan_rpc.stat_lines()
+        """This process's RPC for data scans and writes (``hbase_native.scan_rpc``), and
+        the native writes that fell back to Thrift, for /api/stats."""
+        return [*self.store.scan_rpc.stat_lines(), *self.store.write_rpc.stat_lines(),
+                ("tsd.storage.hbase.native_write_fallbacks", self.store.native_fallbacks,
+                 {"setting": self.store.write_rpc.setting})]
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         found = self._call("get row of", lambda c: c.getRowWithColumns(

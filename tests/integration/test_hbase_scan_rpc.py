@@ -201,7 +201,7 @@ def test_strict_native_without_zookeeper_is_a_503(written: dict[str, Any]) -> No
 
 
 def test_thrift_never_asks_zookeeper(written: dict[str, Any]) -> None:
-    tsdb = over(written, zk_quorum=REFUSED, scan_rpc="thrift")
+    tsdb = over(written, zk_quorum=REFUSED, scan_rpc="thrift", write_rpc="thrift")
     client = app_over(tsdb).test_client()
     for query, expected in written["expected"].items():
         assert answers(client, query) == expected, query

@@ -172,10 +172,12 @@ def batcher_threads() -> int:
 
 
 def test_a_closed_store_leaves_no_writer_thread(address: str) -> None:
-    """Callers write their batches themselves; a batch too large for one call is split over
-    threads of the batcher, which a closed store stops."""
+    """Callers write their batches themselves; through Thrift, a batch too large for one call
+    is split over threads of the batcher, which a closed store stops (natively a batch is one
+    ``Multi`` per region server: test_hbase_write_rpc.py)."""
     before = batcher_threads()
-    tsdb = tsdb_on(address, **{"tsd.storage.hbase.writers": 3})
+    tsdb = tsdb_on(address, **{"tsd.storage.hbase.writers": 3,
+                               "tsd.storage.hbase.write_rpc": "thrift"})
     app = app_over(tsdb)
     assert app.test_client().post("/api/put", data=body(0)).status_code == 204
     assert batcher_threads() == before  # a small batch: written by the request's own thread

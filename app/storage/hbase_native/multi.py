@@ -20,7 +20,13 @@ connection broke, are sent again once with the table's regions read again from `
 what fails again, or times out, is a :class:`StorageUnavailableError` (a 503: nothing is
 acknowledged that HBase may not hold). Puts are idempotent, so sending a row twice is safe;
 an append (``APPEND`` actions asking for no result) is sent again only when the server said it
-did not apply it.
+did not apply it, or when its request never reached a socket (a refused connection).
+
+When the native RPC cannot reach HBase at all (ZooKeeper, ``hbase:meta``'s server or a region
+server not answering: no exception from HBase, no timeout) the error is :class:`Unreached`,
+holding the rows another RPC may write instead: every row not known written for puts, only
+the appends known not applied (none may have reached a region server) for appends;
+``tsd.storage.hbase.write_rpc=auto`` sends them through Thrift (``app/storage/hbase.py``).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from typing import Any
 from app.errors import StorageError, StorageUnavailableError
 from app.storage.hbase_native import messages, wire
 from app.storage.hbase_native.messages import Region
-from app.storage.hbase_native.rpc import RpcError
+from app.storage.hbase_native.rpc import RpcError, unreachable
 from app.storage.hbase_native.zk import ZooKeeperError
 
 Rows = Sequence[tuple[bytes, dict[bytes, bytes]]]
@@ -52,9 +58,18 @@ APPEND, PUT = 0, 2  # MutationProto.MutationType
 # server answers an append without the cell it made (the whole row's bytes so far).
 _NO_RESULTS = b"\x2a\x09\x0a\x04_rr_\x12\x01\x00"
 LATEST_TIMESTAMP = b"\x7f\xff\xff\xff\xff\xff\xff\xff"  # HConstants.LATEST_TIMESTAMP
-_CELL_HEAD = struct.Struct(">IIIH")  # length of the rest, key length, value length, row length
+_CELL_HEAD = struct.Struct(">III")  # length of the rest, key length, value length
+_LATEST_PUT = LATEST_TIMESTAMP + b"\x04"  # a cell key's end: its timestamp, type Put
 _VARINTS = [wire.varint(i) for i in range(1 << 14)]  # indexes and lengths up to 16383
 _BYTES = [bytes((i,)) for i in range(256)]  # a family's length (HBase's limit: 127)
+_ACTION_HEADS = [b"\x1a" + wire.varint(i) for i in range(1 << 14)]  # RegionAction.action 3
+_NUMBERS: list[bytes] = []  # Action.index 1 of 0, 1, ... (``_numbers``)
+# Rows whose Action and key start, and columns whose key end, were made (``put_actions``):
+# an hour row gets a put per point, request after request, and a column (an offset in the
+# hour) recurs in every row. Each dropped whole past this many entries.
+MAX_KNOWN = 100_000
+_ROWS: dict[bytes, tuple[int, bytes, bytes]] = {}
+_KEY_ENDS: dict[bytes, bytes] = {}
 
 # Exceptions after which the rows are sent again, to where hbase:meta now says: the region is
 # elsewhere (moved, split, closing, its server stopping) or busy for a moment.
@@ -74,17 +89,43 @@ def put_actions(rows: Rows) -> tuple[list[bytes], list[bytes]]:
     block's pieces. A column is ``family:qualifier``."""
     actions: list[bytes] = []
     cells: list[bytes] = []
-    extend, head = cells.extend, _CELL_HEAD.pack
+    extend, head, known, key_ends = cells.extend, _CELL_HEAD.pack, _ROWS, _KEY_ENDS
+    if len(known) > MAX_KNOWN or len(key_ends) > MAX_KNOWN:
+        known.clear()
+        key_ends.clear()
     for row, columns in rows:
-        row_size = len(row)
-        row_field = b"\x0a" + _varint(row_size) + row + b"\x10\x02\x40" + _varint(len(columns))
-        actions.append(b"\x12" + _varint(len(row_field)) + row_field)
+        count = len(columns)
+        found = known.get(row)
+        if found is None or found[0] != count:  # the row's action and key start, made once
+            found = known[row] = (count, _put_action(row, count), _row_key(row))
+        actions.append(found[1])
+        key_start = found[2]
         for column, value in columns.items():
-            family, _, qualifier = column.partition(b":")
-            key_size = 12 + row_size + len(family) + len(qualifier)
-            extend((head(8 + key_size + len(value), key_size, len(value), row_size), row,
-                    _BYTES[len(family)], family, qualifier, LATEST_TIMESTAMP, b"\x04", value))
+            key_end = key_ends.get(column)
+            if key_end is None:
+                key_end = key_ends[column] = _key_end(column)
+            key_size = len(key_start) + len(key_end)
+            extend((head(8 + key_size + len(value), key_size, len(value)), key_start, key_end,
+                    value))
     return actions, cells
+
+
+def _put_action(row: bytes, cells: int) -> bytes:
+    """A row's ``Action`` (mutation 2: row 1, mutate_type 2 = PUT, associated_cell_count 8)."""
+    mutation = b"\x0a" + _varint(len(row)) + row + b"\x10\x02\x40" + _varint(cells)
+    return b"\x12" + _varint(len(mutation)) + mutation
+
+
+def _key_end(column: bytes) -> bytes:
+    """The rest of a cell's key after its row: family length, family, qualifier (a column
+    is ``family:qualifier``), timestamp, type."""
+    family, _, qualifier = column.partition(b":")
+    return _BYTES[len(family)] + family + qualifier + _LATEST_PUT
+
+
+def _row_key(row: bytes) -> bytes:
+    """The start of a cell's key: the row's length (2 bytes), the row."""
+    return len(row).to_bytes(2, "big") + row
 
 
 def append_actions(cells: Cells) -> tuple[list[bytes], list[bytes]]:
@@ -94,23 +135,35 @@ def append_actions(cells: Cells) -> tuple[list[bytes], list[bytes]]:
     block: list[bytes] = []
     extend, head = block.extend, _CELL_HEAD.pack
     for row, column, value in cells:
-        row_size = len(row)
-        mutation = b"\x0a" + _varint(row_size) + row + b"\x10\x00" + _NO_RESULTS + b"\x40\x01"
+        mutation = b"\x0a" + _varint(len(row)) + row + b"\x10\x00" + _NO_RESULTS + b"\x40\x01"
         actions.append(b"\x12" + _varint(len(mutation)) + mutation)
-        family, _, qualifier = column.partition(b":")
-        key_size = 12 + row_size + len(family) + len(qualifier)
-        extend((head(8 + key_size + len(value), key_size, len(value), row_size), row,
-                _BYTES[len(family)], family, qualifier, LATEST_TIMESTAMP, b"\x04", value))
+        key_start, key_end = _row_key(row), _key_end(column)
+        key_size = len(key_start) + len(key_end)
+        extend((head(8 + key_size + len(value), key_size, len(value)), key_start, key_end,
+                value))
     return actions, block
 
 
 def region_action(region_name: bytes, actions: Sequence[bytes]) -> bytes:
     """A ``RegionAction``: region 1, then each action 3 with its index 1 (its position)."""
     parts = [wire.field_bytes(1, messages.region_specifier(region_name))]
-    for index, action in enumerate(actions):
-        numbered = b"\x08" + _varint(index) + action
-        parts += (b"\x1a", _varint(len(numbered)), numbered)
+    numbers = _numbers(len(actions))
+    append = parts.append
+    for number, action in zip(numbers, actions):  # tag 3, length, index 1, the action
+        size = len(number) + len(action)
+        append(_ACTION_HEADS[size] if size < len(_ACTION_HEADS) else b"\x1a" + _varint(size))
+        append(number)
+        append(action)
     return b"".join(parts)
+
+
+def _numbers(count: int) -> list[bytes]:
+    """``Action.index`` 1 of 0 .. count - 1, as bytes (grown once, read after)."""
+    global _NUMBERS
+    numbers = _NUMBERS
+    if len(numbers) < count:
+        numbers = _NUMBERS = [b"\x08" + _varint(index) for index in range(2 * count)]
+    return numbers
 
 
 def multi_request(region_actions: Sequence[bytes]) -> bytes:
@@ -207,13 +260,24 @@ class _ServerBatch:
     rows: list[list[Any]] = field(default_factory=list)  # puts' rows or appends' cells
 
 
-class _Retry(Exception):
-    """Rows to send again after re-locating their regions, and why they failed."""
+class Unreached(StorageUnavailableError):
+    """The native RPC could not reach HBase (module docstring): ``rows`` (puts' rows or
+    appends' cells) were not written by it, and another RPC may write them."""
 
-    def __init__(self, rows: list[Any], reason: str) -> None:
+    def __init__(self, message: str, details: str, rows: list[Any]) -> None:
+        super().__init__(message, details)
+        self.rows = rows
+
+
+class _Retry(Exception):
+    """Rows to send again after re-locating their regions, and why they failed;
+    ``unreached``: because their server could not be reached."""
+
+    def __init__(self, rows: list[Any], reason: str, unreached: bool = False) -> None:
         super().__init__(reason)
         self.rows = rows
         self.reason = reason
+        self.unreached = unreached
 
 
 class MultiWriter:
@@ -243,22 +307,32 @@ class MultiWriter:
                idempotent: bool) -> None:
         op = f"{verb} {table.decode(errors='replace')} (native RPC, ZooKeeper quorum " \
              f"{self.zk_quorum})"
-        pending, reason = items, ""
+        pending, failed = items, _Retry([], "")
         for refresh in (False, True):
             try:
                 failed = self._attempt(table, pending, refresh, encode, idempotent)
+            except _Unsent as exc:  # hbase:meta or ZooKeeper: nothing sent in this pass
+                raise Unreached(f"HBase is unreachable: {op} failed", str(exc.__cause__),
+                                pending) from exc.__cause__
             except (RpcError, ZooKeeperError, OSError, wire.WireError) as exc:
                 raise _storage_error(op, exc) from exc
             if not failed.rows:
                 return
-            pending, reason = failed.rows, failed.reason
-        raise StorageUnavailableError(
-            f"HBase is unavailable: {len(pending)} rows were not written ({op})", reason)
+            pending = failed.rows
+        message = f"{len(pending)} rows were not written ({op})"
+        if failed.unreached:
+            raise Unreached(f"HBase is unreachable: {message}", failed.reason, pending)
+        raise StorageUnavailableError(f"HBase is unavailable: {message}", failed.reason)
 
     def _attempt(self, table: bytes, rows: list[Any], refresh: bool, encode: Encode,
                  idempotent: bool) -> _Retry:
         """One pass: a ``Multi`` per server; the rows to send again (none: all written)."""
-        batches = self._by_server(table, rows, refresh)
+        try:
+            batches = self._by_server(table, rows, refresh)
+        except (RpcError, ZooKeeperError) as exc:
+            if unreachable(exc):
+                raise _Unsent() from exc
+            raise
         if len(batches) == 1:
             ((server, batch),) = batches.items()
             retries = [self._send(server, batch, encode, idempotent)]
@@ -269,27 +343,36 @@ class MultiWriter:
             retries = [future.result() for future in futures]
         again = [row for retry in retries for row in retry.rows]
         reasons = [retry.reason for retry in retries if retry.reason]
-        return _Retry(again, "; ".join(reasons))
+        unreached = all(retry.unreached for retry in retries if retry.rows)
+        return _Retry(again, "; ".join(reasons), unreached)
 
     def _by_server(self, table: bytes, rows: list[Any], refresh: bool
                    ) -> dict[str, _ServerBatch]:
+        """The rows by region server, then region: the rows sorted by key (the batcher's
+        are), each region's a slice of them (a bisection per region, none per row)."""
         regions = self._regions(table, refresh)
-        starts = [region.start for region in regions]
+        keys = [row[0] for row in rows]
+        if keys != sorted(keys):
+            rows = sorted(rows, key=lambda row: row[0])
+            keys = [row[0] for row in rows]
         batches: dict[str, _ServerBatch] = {}
-        slots: dict[int, list[Any]] = {}
-        for row in rows:
-            at = bisect.bisect_right(starts, row[0]) - 1
-            if at < 0 or not regions[at].holds(row[0]):
-                raise StorageError(f"HBase has no region of {table.decode(errors='replace')} "
-                                   "for a row (table missing?)", repr(row[0]))
-            slot = slots.get(at)
-            if slot is None:
-                region = regions[at]
+        at = 0
+        first = bisect.bisect_right([region.start for region in regions], keys[0]) - 1 \
+            if keys else 0
+        for region in regions[max(first, 0):]:
+            if at == len(keys):
+                break
+            if keys[at] < region.start:
+                break  # a row before this region: no region holds it
+            end = bisect.bisect_left(keys, region.end, at) if region.end else len(keys)
+            if end > at:
                 batch = batches.setdefault(region.server, _ServerBatch())
-                slot = slots[at] = []
                 batch.regions.append(region)
-                batch.rows.append(slot)
-            slot.append(row)
+                batch.rows.append(rows[at:end])
+                at = end
+        if at < len(keys):
+            raise StorageError(f"HBase has no region of {table.decode(errors='replace')} "
+                               "for a row (table missing?)", repr(keys[at]))
         return batches
 
     def _send(self, server: str, batch: _ServerBatch, encode: Encode,
@@ -311,9 +394,9 @@ class MultiWriter:
                                      b"".join(block))
         except RpcError as exc:
             if (exc.timed_out or (exc.exception_class and exc.short_class not in RELOCATE)
-                    or (not idempotent and not exc.exception_class)):
-                raise
-            return _Retry(everything, str(exc))
+                    or (not idempotent and not exc.exception_class and exc.sent)):
+                raise  # an append that may have been applied is never sent again
+            return _Retry(everything, str(exc), unreachable(exc))
         failures = multi_failures(response, [len(rows) for rows in batch.rows])
         again: list[Any] = []
         for failure in failures:
@@ -340,6 +423,10 @@ class MultiWriter:
             pool, self._pool = self._pool, None
         if pool is not None and self._pool_pid == os.getpid():
             pool.shutdown(wait=True)
+
+
+class _Unsent(Exception):
+    """A pass that stopped before sending anything (its ``__cause__`` says why)."""
 
 
 def _storage_error(op: str, exc: Exception) -> StorageError:

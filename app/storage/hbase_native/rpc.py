@@ -33,17 +33,28 @@ MAX_FRAME_BYTES = 1 << 30
 class RpcError(OSError):
     """A call that failed: the server's exception (``exception_class``) or a broken
     connection (``exception_class`` empty; ``timed_out`` if the server did not answer in
-    time: asking again would only double the wait)."""
+    time: asking again would only double the wait). ``sent``: the whole request reached the
+    socket, so the server may have acted on it (an append must then not be sent again)."""
 
     def __init__(self, message: str, exception_class: str = "",
-                 timed_out: bool = False) -> None:
+                 timed_out: bool = False, sent: bool = False) -> None:
         super().__init__(message)
         self.exception_class = exception_class
         self.timed_out = timed_out
+        self.sent = sent
 
     @property
     def short_class(self) -> str:
         return self.exception_class.rpartition(".")[2]
+
+
+def unreachable(cause: BaseException | None) -> bool:
+    """A native call's failure that Thrift may not share: the native RPC could not reach an
+    answer (ZooKeeper, hbase:meta, a region server's address). Not an exception HBase sent,
+    nor a call that timed out (the server is slow: Thrift would wait as long)."""
+    if isinstance(cause, RpcError):
+        return not cause.exception_class and not cause.timed_out
+    return isinstance(cause, OSError)  # ZooKeeperError too
 
 
 def _user() -> str:
@@ -98,13 +109,15 @@ class Connection:
         if cells:
             header += wire.field_bytes(5, wire.field_varint(1, len(cells)))
         body = wire.delimited(header) + wire.delimited(request) + cells
+        sent = False  # a frame cut short is dropped by the server, never acted on
         try:
             self.sock.sendall(_LENGTH.pack(len(body)) + body)
+            sent = True
             frame = self._frame()
         except OSError as exc:  # timed out or broken: the reply may still come, unread
             self.close()
             raise RpcError(f"{method} call to {self.address} failed: {exc}",
-                           timed_out=isinstance(exc, TimeoutError)) from exc
+                           timed_out=isinstance(exc, TimeoutError), sent=sent) from exc
         except BaseException:  # cut short (KeyboardInterrupt, ...): a reply may be half read
             self.close()
             raise
@@ -152,4 +165,4 @@ def _server_error(method: str, address: str, exception: bytes) -> RpcError:
     name = wire.first_bytes(found, 1).decode(errors="replace")
     trace = wire.first_bytes(found, 2).decode(errors="replace")
     first_line = trace.strip().splitlines()[0] if trace.strip() else name
-    return RpcError(f"{method} on {address}: {first_line}", name)
+    return RpcError(f"{method} on {address}: {first_line}", name, sent=True)

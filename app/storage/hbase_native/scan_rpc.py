@@ -1,4 +1,6 @@
-"""Which RPC this process's data scans take (``tsd.storage.hbase.scan_rpc``), decided here.
+"""Which RPC this process's data scans take (``tsd.storage.hbase.scan_rpc``), decided here;
+its writes (``tsd.storage.hbase.write_rpc``) are decided the same way, by a second
+:class:`ScanRpc` (:data:`WRITES`; a native write that cannot reach HBase: ``multi.Unreached``).
 
 ``thrift``: the Thrift gateway always. ``native``: HBase's own RPC always; a failure is a
 503. ``auto`` (the default): native while it works. The first data scan of a process probes
@@ -29,7 +31,7 @@ from dataclasses import dataclass
 from app.errors import StorageError
 from app.storage.hbase_native.calls import OpenScans
 from app.storage.hbase_native.client import NativeClient
-from app.storage.hbase_native.rpc import Connection, RpcError
+from app.storage.hbase_native.rpc import Connection, RpcError, unreachable
 from app.storage.hbase_reply import ReplyRow
 from app.storage.hbase_scan import ScannerCalls
 
@@ -38,6 +40,23 @@ log = logging.getLogger(__name__)
 SETTINGS = ("auto", "native", "thrift")
 PROBE_TIMEOUT_S = 2.0  # per step: a refused or unresolved address answers at once
 StatLine = tuple[str, "float | int", dict[str, str]]
+
+
+@dataclass(frozen=True)
+class Use:
+    """What a :class:`ScanRpc` decides for: its setting, its words in the log, its stats."""
+
+    setting: str
+    doing: str
+    call: str
+    stat: str
+    probes_stat: str
+
+
+SCANS = Use("tsd.storage.hbase.scan_rpc", "HBase data scans", "scan",
+            "tsd.storage.hbase.native_scans", "tsd.storage.hbase.native_probes")
+WRITES = Use("tsd.storage.hbase.write_rpc", "HBase writes", "write",
+             "tsd.storage.hbase.native_writes", "tsd.storage.hbase.native_write_probes")
 
 
 def probe(client: NativeClient, tables: Sequence[bytes], timeout_s: float) -> str:
@@ -62,24 +81,18 @@ def probe(client: NativeClient, tables: Sequence[bytes], timeout_s: float) -> st
             f"are on {', '.join(sorted(servers)) or 'no server yet'}")
 
 
-def unreachable(cause: BaseException | None) -> bool:
-    """A native scan's failure that Thrift may not share: the native RPC could not reach an
-    answer (ZooKeeper, hbase:meta, a region server's address). Not an exception HBase sent,
-    nor a call that timed out (the server is slow: Thrift would wait as long)."""
-    if isinstance(cause, RpcError):
-        return not cause.exception_class and not cause.timed_out
-    return isinstance(cause, OSError)  # ZooKeeperError too
-
-
 class ScanRpc:
-    """The decision for one store (its process): :meth:`client` before each data scan."""
+    """The decision for one store (its process): :meth:`client` before each data scan (or
+    write: ``use``)."""
 
     def __init__(self, setting: str, client: NativeClient | None, tables: Sequence[bytes],
-                 probe_every_s: float, probe_timeout_s: float = PROBE_TIMEOUT_S) -> None:
+                 probe_every_s: float, probe_timeout_s: float = PROBE_TIMEOUT_S,
+                 use: Use = SCANS) -> None:
         if setting not in SETTINGS:
-            raise ValueError(f"tsd.storage.hbase.scan_rpc must be one of {SETTINGS}")
+            raise ValueError(f"{use.setting} must be one of {SETTINGS}")
         if client is None and setting != "thrift":
-            raise ValueError(f"tsd.storage.hbase.scan_rpc={setting} needs a native client")
+            raise ValueError(f"{use.setting}={setting} needs a native client")
+        self.use = use
         self.setting = setting
         self.native = client
         self.tables = list(tables)
@@ -109,26 +122,25 @@ class ScanRpc:
                 if self._on_native is None:
                     self._probe()
         elif not self._on_native and self._probe_due():
-            threading.Thread(target=self._probe, name="pytsd-scan-rpc-probe",
+            threading.Thread(target=self._probe, name="pytsd-native-rpc-probe",
                              daemon=True).start()
         return self.native if self._on_native else None
 
     def unreachable(self, reason: str) -> None:
-        """``auto``: a native scan could not reach its servers; Thrift until a probe works."""
+        """``auto``: a native call could not reach its servers; Thrift until a probe works."""
         with self._lock:
             if not self._on_native or self.setting != "auto":
                 return
             self._on_native = False
             self._next_probe_s = time.monotonic() + self.probe_every_s
-        log.warning("HBase data scans now go through the Thrift gateway "
-                    "(tsd.storage.hbase.scan_rpc=auto): a native scan failed: %s; trying the "
-                    "native RPC again in %g s", reason, self.probe_every_s)
+        log.warning("%s now go through the Thrift gateway (%s=auto): a native %s failed: "
+                    "%s; trying the native RPC again in %g s", self.use.doing, self.use.setting,
+                    self.use.call, reason, self.probe_every_s)
 
     def stat_lines(self) -> list[StatLine]:
-        """For ``/api/stats``: 1 while this process's data scans go native."""
-        return [("tsd.storage.hbase.native_scans", int(bool(self.on_native)),
-                 {"setting": self.setting}),
-                ("tsd.storage.hbase.native_probes", self.probes, {"setting": self.setting})]
+        """For ``/api/stats``: 1 while this process's data scans (writes) go native."""
+        return [(self.use.stat, int(bool(self.on_native)), {"setting": self.setting}),
+                (self.use.probes_stat, self.probes, {"setting": self.setting})]
 
     def _after_fork(self) -> None:
         if self._pid == os.getpid():
@@ -163,14 +175,14 @@ class ScanRpc:
             self._on_native = native
             self._probing = False
             self._next_probe_s = time.monotonic() + self.probe_every_s
+        doing, setting = self.use.doing, self.use.setting
         if native:
-            log.info("HBase data scans go over HBase's native RPC "
-                     "(tsd.storage.hbase.scan_rpc=auto): %s", detail)
+            log.info("%s go over HBase's native RPC (%s=auto): %s", doing, setting, detail)
         elif first:
-            log.warning("HBase data scans go through the Thrift gateway "
-                        "(tsd.storage.hbase.scan_rpc=auto): the native RPC is not reachable: "
-                        "%s; trying again every %g s (tsd.storage.hbase.scan_rpc_probe_s; "
-                        "=thrift stops trying)", detail, self.probe_every_s)
+            log.warning("%s go through the Thrift gateway (%s=auto): the native RPC is not "
+                        "reachable: %s; trying again every %g s "
+                        "(tsd.storage.hbase.scan_rpc_probe_s; =thrift stops trying)",
+                        doing, setting, detail, self.probe_every_s)
         else:
             log.debug("the native RPC is still not reachable: %s", detail)
 

@@ -39,6 +39,19 @@ def test_a_put_is_an_action_naming_its_row_and_its_cells_in_the_cell_block() -> 
     assert b"".join(cells) == first + second + third
 
 
+def test_a_row_put_again_with_other_cells_names_its_new_cell_count() -> None:
+    # The row's Action is kept from the first put (put_actions' cache): a second put of the
+    # row with two cells, then one again, must each say their own count.
+    for count in (1, 2, 1, 3):
+        columns = {b"t:" + bytes([n]): b"\x05" for n in range(count)}
+        actions, cells = multi.put_actions([(b"again", columns)])
+        assert actions == [b"\x12\x0b\x0a\x05again\x10\x02\x40" + bytes([count])]
+        assert b"".join(cells) == b"".join(
+            b"\x00\x00\x00\x1c" + b"\x00\x00\x00\x13" + b"\x00\x00\x00\x01"
+            + b"\x00\x05again" + b"\x01t" + bytes([n]) + LATEST + b"\x04" + b"\x05"
+            for n in range(count))
+
+
 def test_a_region_action_numbers_its_actions_and_a_multi_request_holds_them() -> None:
     action = b"\x12\x08\x0a\x02r1\x10\x02\x40\x01"
     region = multi.region_action(b"tsdb,,1.abc.", [action, action])
