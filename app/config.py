@@ -68,7 +68,8 @@ SETTINGS: dict[str, Setting] = {
     ),
     "tsd.storage.hbase.write_linger_ms": Setting(
         1.0, float,
-        "pytsd: how long a batched write waits for others to join it (milliseconds).",
+        ("pytsd: how long a batched write through Thrift waits for others to join it "
+         "(milliseconds); native writes never wait (docs/hbase.md)."),
     ),
     "tsd.storage.hbase.scan_filters": Setting(
         True, parse_bool,
