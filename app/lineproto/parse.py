@@ -93,10 +93,10 @@ class PutParser:
     """
 
     def __init__(self) -> None:
-        self._tags: dict[tuple[str, ...], TagPairs | BadRequestError] = {}
+        self._tags: dict[str, TagPairs | BadRequestError] = {}
         # (metric bytes, tag bytes) of a plain line -> its batch key, and its metric and tags.
         self._known: dict[tuple[bytes, bytes],
-                          tuple[tuple[str, ...], tuple[str, TagPairs]]] = {}
+                          tuple[str, tuple[str, TagPairs]]] = {}
 
     def add_lines(self, lines: list[bytes], batch: PointBatch) -> None:
         """:meth:`add_line` of each raw ``put`` line in turn, the common line (a known
@@ -212,10 +212,12 @@ class PutParser:
             timestamp = parse_long(ts_text.replace(".", ""))
         if timestamp <= 0:
             raise BadRequestError(f"invalid timestamp: {timestamp}")
-        key = (metric, *words[4:])
+        # The series as spelled: its words joined (none holds a space), a str whose hash
+        # Python keeps, so the writer's look-ups of a block's series cost no hashing.
+        key = " ".join(words[1:2] + words[4:])
         tags = self._tags.get(key)
         if tags is None:
-            tags = self._parse_tags(key)
+            tags = self._parse_tags(key, words[4:])
         if isinstance(tags, BadRequestError):
             raise tags
         if value_text.isascii() and value_text.isdigit() and len(value_text) <= FAST_DIGITS:
@@ -224,11 +226,11 @@ class PutParser:
             value = parse_value(value_text, metric, timestamp)
         batch.add(key, metric, tags, timestamp, value)
 
-    def _parse_tags(self, key: tuple[str, ...]) -> TagPairs | BadRequestError:
+    def _parse_tags(self, key: str, words: list[str]) -> TagPairs | BadRequestError:
         if len(self._tags) >= MAX_CACHED_SERIES:
             self._tags.clear()
         try:
-            tags: TagPairs | BadRequestError = parse_tags(list(key[1:]))
+            tags: TagPairs | BadRequestError = parse_tags(words)
         except BadRequestError as exc:
             tags = exc
         self._tags[key] = tags
