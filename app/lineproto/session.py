@@ -18,7 +18,6 @@ from __future__ import annotations
 import datetime
 import functools
 from collections.abc import Callable
-from itertools import repeat
 from typing import Any
 
 from app.api.meta import drop_caches, version_info
@@ -62,11 +61,8 @@ class TelnetSession:
         replies: list[str] = []
         batch: PointBatch | None = None
         plain_puts = "put" in self.commands and not self.gate.required
-        # Raw put lines not yet parsed: parsed together, in order. A block's leading ones
-        # (a collector's whole block, but for its last line) are found by one C pass.
-        head = _leading_puts(lines) if plain_puts else 0
-        puts: list[bytes] = lines[:head]
-        for line in lines[head:] if head else lines:
+        puts: list[bytes] = []  # raw put lines not yet parsed: parsed together, in order
+        for line in lines:
             if plain_puts and line.startswith(b"put "):  # the common line: no words needed
                 puts.append(line)
                 continue
@@ -167,12 +163,6 @@ def version_text() -> str:
     return (f"{info['repo']} {info['version']} built at revision {info['short_revision']} "
             f"({info['repo_status']})\nBuilt on {built:%Y/%m/%d %H:%M:%S %z} by "
             f"{info['user']}@{info['host']}:{info['repo']}\n")
-
-
-def _leading_puts(lines: list[bytes]) -> int:
-    """How many of ``lines`` come before the first that is no ``put`` line."""
-    is_put = list(map(bytes.startswith, lines, repeat(b"put ")))
-    return is_put.index(False) if False in is_put else len(lines)
 
 
 def _put_error(error: TsdbError) -> str:
