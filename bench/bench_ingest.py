@@ -15,7 +15,7 @@
 
 Usage: ``python bench/bench_ingest.py [--soak] [--seconds 60] [--connections 200]``, or
 ``--hbase host:port`` for the throughput run on HBase (in fresh tables of a random prefix), or
-``--in-process [--per-point] [--blocks 25]``.
+``--in-process [--per-point] [--peer-blocks] [--blocks 25]``.
 """
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def bench_soak(seconds: float, connections: int, lines: int = 50) -> None:
 
 
 def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
-                     lines: int = 1000) -> None:
+                     lines: int = 1000, peer_blocks: bool = False) -> None:
     """Parse and write ``blocks`` blocks of each connection in this thread: CPU per point."""
     sys.path.insert(0, str(ROOT))
     import tempfile
@@ -207,8 +207,16 @@ def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
     point_writer = writer.PointWriter(tsdb)
     parsers = [PutParser() for _ in range(connections)]
 
-    payloads = {(conn, n): block(conn, n * lines, lines).splitlines()[:-1]  # not `version`
-                for n in range(blocks + 1) for conn in range(connections)}
+    if peer_blocks:  # bench_peer's blocks: decimal values (4-byte floats), the last hour
+        import peer_ingest
+        hour_s = int(time.time()) // 3600 * 3600 - 3600
+        made = [peer_ingest.line_blocks(hour_s, 0, conn, blocks + 1)
+                for conn in range(connections)]
+        payloads = {(conn, n): made[conn][n].splitlines()[:-1]
+                    for n in range(blocks + 1) for conn in range(connections)}
+    else:
+        payloads = {(conn, n): block(conn, n * lines, lines).splitlines()[:-1]  # no `version`
+                    for n in range(blocks + 1) for conn in range(connections)}
 
     def parse(conn: int, number: int) -> PointBatch:
         batch = PointBatch()
@@ -235,7 +243,8 @@ def bench_in_process(blocks: int, per_point: bool, connections: int = 4,
     tsdb.data_table().row(b"")  # the last staged cells merged
     write_s = time.process_time() - started - merge_s[0]
     points = blocks * connections * lines
-    print(f"in process, {'per-point cells (put_many)' if per_point else 'blocks'}, "
+    print(f"in process, {'per-point cells (put_many)' if per_point else 'blocks'}"
+          f"{' of bench_peer' if peer_blocks else ''}, "
           f"{points:,} points: CPU per point: parse {parse_s / points * 1e6:.2f} us, "
           f"write and stage {write_s / points * 1e6:.2f} us, merge {merge_s[0] / points * 1e6:.2f}"
           f" us (load average {os.getloadavg()[0]:.1f})")
@@ -251,9 +260,11 @@ if __name__ == "__main__":
     parser.add_argument("--in-process", action="store_true")
     parser.add_argument("--per-point", action="store_true")
     parser.add_argument("--blocks", type=int, default=25)
+    parser.add_argument("--peer-blocks", action="store_true",
+                        help="--in-process with bench_peer's blocks (decimal values)")
     args = parser.parse_args()
     if args.in_process:
-        bench_in_process(args.blocks, args.per_point)
+        bench_in_process(args.blocks, args.per_point, peer_blocks=args.peer_blocks)
     elif args.hbase:
         prefix = f"bench{os.getpid()}_{int(time.time())}_"
         bench_throughput(f"HBase {args.hbase}", "FULL", blocks=20, storage_env={

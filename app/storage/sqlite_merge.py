@@ -184,10 +184,9 @@ class _BlockCells:
         qualifiers, values = b"".join(self.qualifiers), b"".join(self.values)
         q_lengths, v_lengths = np.concatenate(self.q_lengths), np.concatenate(self.v_lengths)
         written, seqs = np.concatenate(self.written), np.concatenate(self.seqs)
-        ids: dict[bytes, int] = {}
-        row_ids = np.fromiter((ids.setdefault(row, len(ids)) for row in self.rows), np.int64,
-                              len(self.rows))
-        keys = list(ids)
+        keys = list(dict.fromkeys(self.rows))  # each row once, in order of first appearance
+        ids = dict(zip(keys, range(len(keys))))
+        row_ids = np.fromiter(map(ids.__getitem__, self.rows), np.int64, len(self.rows))
         keep_single = ~single_cell_mask(qualifiers, q_lengths, v_lengths)
         if put_rows:
             keep_single |= np.isin(row_ids, [ids[row] for row in put_rows if row in ids])

@@ -52,7 +52,7 @@ from app.storage.sqlite_merge import (
     as_records,
     mark_cells,
 )
-from app.storage.sqlite_pack import KEY_MIN_BYTES, float_widths, pack, pack_qualifier
+from app.storage.sqlite_pack import KEY_MIN_BYTES, pack_columns, pack_qualifier, pack_qualifiers
 
 log = logging.getLogger(__name__)
 
@@ -411,6 +411,8 @@ def _insert_keyed(db: sqlite3.Connection, keyed: list[tuple[Record, bytes | None
     and the other a short key (odd length), and of two inserts of a cell the later wins."""
     deletes: list[tuple[str, bytes, str, bytes]] = []
     inserts: list[tuple[str, bytes, str, bytes, bytes, int, int | None]] = []
+    to_pack = [record for record, key in keyed if key is not None] if packing else []
+    packs = iter(pack_columns([record[3] for record in to_pack], [record[4] for record in to_pack]))
     for (tbl, row, family, qualifier, value, ts), key in keyed:
         if key is None:
             inserts.append((tbl, row, family, qualifier, value, ts, None))
@@ -418,7 +420,7 @@ def _insert_keyed(db: sqlite3.Connection, keyed: list[tuple[Record, bytes | None
             deletes.append((tbl, row, family, key))
             inserts.append((tbl, row, family, qualifier, value, ts, None))
         else:
-            packed = pack(value, float_widths(qualifier))
+            packed = next(packs)  # pack(value, float_widths(qualifier)), all at once
             deletes.append((tbl, row, family, qualifier))
             inserts.append((tbl, row, family, key, packed or value, ts,
                             2 | (1 if packed is not None else 0)))
@@ -443,8 +445,8 @@ def insert_merged(db: sqlite3.Connection, records: list[Record], pack: bool) -> 
             for tbl, row, _, qualifier, _, _ in long])
         insert_cells(db, records)
         return
-    keys = {id(record): key for record in long
-            if (key := pack_qualifier(record[3])) is not None}  # each computed once
+    keys = {id(record): key for record, key in zip(long, pack_qualifiers(
+        [record[3] for record in long])) if key is not None}  # each distinct one computed once
     insert_cells(db, [record for record in records if id(record) not in keys])
     _insert_keyed(db, [(record, keys[id(record)]) for record in long if id(record) in keys],
                   pack)

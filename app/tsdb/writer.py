@@ -10,7 +10,7 @@ encodes the accepted points' cells with numpy and stores them in one write (:met
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Collection, Container, Iterable, Mapping, Sequence
+from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import cast
 
 import numpy as np
@@ -76,12 +76,9 @@ class PointWriter:
         self._templates: dict[object, bytes] = {}
         # (series key, base time) -> the hour row's key: a series writes the same row all hour.
         self._rows: dict[tuple[object, int], bytes] = {}
-        # For blocks (numpy): each series key's number, and each hour row's key by
-        # ``number << 32 | base time``, so a block of known rows finds them with no Python
+        # For blocks: series numbered, so a block of known rows finds them with no Python
         # step per series (:meth:`_block_rows`).
-        self._codes: dict[object, int] = {}
-        self._code_keys: list[object] = []
-        self._code_rows: dict[int, bytes] = {}
+        self._numbers = _SeriesNumbers()
         self._time_offset = tsdb.layout.salt_width + tsdb.layout.metric_width
         self.appends: bool = self.config["tsd.storage.enable_appends"]
 
@@ -132,16 +129,14 @@ class PointWriter:
                 batch.errors[i] = bad_timestamp(metric, tags, timestamp, batch.values[i],
                                                 batch.wide_floats)
 
-    def _templates_for(self, batch: PointBatch, keys: Collection[object]
-                       ) -> tuple[dict[object, bytes], dict[object, TsdbError]]:
+    def _templates_for(self, batch: PointBatch, keys: dict[object, None]
+                       ) -> tuple[Mapping[object, bytes], dict[object, TsdbError]]:
         """The template of each series (built and cached when new), or why it is refused."""
         if len(self._templates) > MAX_TEMPLATES:
             self._templates = {}
         cache = self._templates
-        try:  # every series known (a collector's steady state): no Python step per series
-            return dict(zip(keys, map(cache.__getitem__, keys))), {}
-        except KeyError:
-            pass
+        if cache.keys() >= keys.keys():  # every series known (a collector's steady state):
+            return cache, {}  # the cache itself, no copy (it is only added to, or replaced)
         templates: dict[object, bytes] = {}
         refused: dict[object, TsdbError] = {}
         for key in keys:
@@ -201,43 +196,36 @@ class PointWriter:
                     wide_floats: bool, put_block: Callable[[CellBlock], None]) -> list[bytes]:
         """Encode the points as one :class:`CellBlock` (numpy: a step per distinct row, none
         per point), hand it to ``put_block``; return the row keys written."""
-        codes = self._series_codes(templates)
-        series = np.fromiter(map(codes.__getitem__, series_of), np.int64, len(series_of))
+        numbers = self._numbers  # one consistent set, whatever other threads replace
+        if numbers.full():
+            numbers = self._numbers = _SeriesNumbers()
+        try:  # every series numbered before (a collector's steady state): no step per series
+            series = np.fromiter(map(numbers.codes.__getitem__, series_of), np.int64,
+                                 len(series_of))
+        except KeyError:
+            numbers.number(series_of)
+            series = np.fromiter(map(numbers.codes.__getitem__, series_of), np.int64,
+                                 len(series_of))
         ints, floats, is_float = _value_arrays(values)
         columns = encode_columns(np.array(timestamps, dtype=np.int64), ints, floats, is_float,
                                  wide_floats)
         # One row per (series, base time): both in one int64 (base times are below 2**32).
         pairs, row_of = np.unique((series << 32) | columns.base_times_s, return_inverse=True)
         pair_list = pairs.tolist()
-        known = self._code_rows
-        found = list(map(known.get, pair_list))
+        found = list(map(numbers.rows.get, pair_list))
         rows = cast(list[bytes], found) if None not in found else [
-            row if row is not None else self._new_row(pair, templates)
+            row if row is not None else self._new_row(numbers, pair, templates)
             for row, pair in zip(found, pair_list)]  # a new hour row: its key made once
         put_block(CellBlock(rows, row_of.reshape(-1), columns.qualifiers,
                             columns.qualifier_lengths, columns.values, columns.value_lengths))
         return rows
 
-    def _new_row(self, pair: int, templates: Mapping[object, bytes]) -> bytes:
+    def _new_row(self, numbers: _SeriesNumbers, pair: int, templates: Mapping[object, bytes]
+                 ) -> bytes:
         """The key of the row ``pair`` (``number << 32 | base time``) names, kept."""
-        row = self._code_rows[pair] = self.row_for(templates[self._code_keys[pair >> 32]],
-                                                   pair & 0xFFFFFFFF)
+        row = numbers.rows[pair] = self.row_for(templates[numbers.keys[pair >> 32]],
+                                                pair & 0xFFFFFFFF)
         return row
-
-    def _series_codes(self, series: Mapping[object, bytes]) -> Mapping[object, int]:
-        """The number of each series key (given one when new): below 2**31, and kept with its
-        rows' keys until either cache passes ``MAX_TEMPLATES`` entries (then both start over)."""
-        if len(self._codes) > MAX_TEMPLATES or len(self._code_rows) > MAX_TEMPLATES:
-            self._codes, self._code_keys, self._code_rows = {}, [], {}
-        codes, numbered = self._codes, self._code_keys
-        if series.keys() - codes.keys():  # a set difference in C: usually empty
-            # In the order they come: a block's rows are then in the order of its series
-            # (their UIDs', for a collector's new series), which the merge's sort finds.
-            for key in series:
-                if key not in codes:
-                    codes[key] = len(numbered)
-                    numbered.append(key)
-        return codes
 
     def _small_block_rows(self, series_of: Sequence[object], timestamps: Sequence[int],
                           values: Sequence[Value], templates: Mapping[object, bytes],
@@ -412,6 +400,30 @@ class PointWriter:
                 raise BadRequestError(f'Invalid {what} ("{echo(name)}"): {size} bytes, more '
                                       f"than the {max_bytes} allowed (tsd.core.max_name_bytes)")
             validate_name(what, name, specials)
+
+
+class _SeriesNumbers:
+    """For blocks (numpy): each series key's number (below 2**31), and each hour row's key by
+    ``number << 32 | base time``; kept together (a number means nothing without its key) until
+    either passes ``MAX_TEMPLATES`` entries, then replaced whole."""
+
+    def __init__(self) -> None:
+        self.codes: dict[object, int] = {}
+        self.keys: list[object] = []
+        self.rows: dict[int, bytes] = {}
+
+    def full(self) -> bool:
+        return len(self.codes) > MAX_TEMPLATES or len(self.rows) > MAX_TEMPLATES
+
+    def number(self, series_of: Sequence[object]) -> None:
+        """Give each new series key of ``series_of`` a number, in the order they come: a
+        block's rows are then in the order of its series (their UIDs', for a collector's new
+        series), which the merge's sort finds."""
+        codes, keys = self.codes, self.keys
+        for key in dict.fromkeys(series_of):
+            if key not in codes:
+                codes[key] = len(keys)
+                keys.append(key)
 
 
 AUTO_CREATE = {"metrics": "tsd.core.auto_create_metrics", "tagk": "tsd.core.auto_create_tagks",
