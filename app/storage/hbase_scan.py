@@ -162,17 +162,24 @@ class Scanner:
         """The range's rows from two scanners at once: the second half fetched on a
         prefetch thread (inline calls only there: it never waits for another prefetch
         thread), up to ``HALVES_MAX_CELLS`` (the rest streamed after it: the range may
-        have grown), while the first streams here."""
+        have grown), while the first streams here. The second starts once the caller asks
+        for a second row (a look at the first row, ``cached.first_row``, reads no more)."""
         assert self.prefetch is not None
-        later = self.prefetch.submit(_held, self._part(cut, self.stop))
+        later: Future[tuple[list[ReplyRow], bytes | None]] | None = None
         try:
-            yield from self._part(self.start, cut, self.prefetch)._results(None)
+            for result in self._part(self.start, cut, self.prefetch)._results(None):
+                yield result
+                if later is None:
+                    later = self.prefetch.submit(_held, self._part(cut, self.stop))
+            if later is None:
+                later = self.prefetch.submit(_held, self._part(cut, self.stop))
             held, rest = later.result()
             yield from held
             if rest is not None:
                 yield from self._part(rest, self.stop, self.prefetch)._results(None)
         finally:
-            later.cancel()  # not started yet: not needed; else it ends on its own
+            if later is not None:
+                later.cancel()  # not started yet: not needed; else it ends on its own
 
     def _results(self, limit: int | None) -> Generator[ReplyRow, None, None]:
         """The range's rows as read; with a ``prefetch`` executor the next batch is fetched

@@ -2,7 +2,8 @@
 (``hbase_scan.Halves``): the same rows in the same order, through Thrift and natively, two
 scanners opened (at the range's start and at the row that halved the last read); a second
 half grown past what may be held is streamed after the rows held; a read that was quick, or a
-look at the first rows, stays one scanner."""
+look at the first rows, stays one scanner; a look at the first row of a halved range (the hour
+cache's) opens no second scanner."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ from typing import Any
 import pytest
 
 from app.config import load_config
+from app.tsdb.read.cached import first_row
 from app.storage import hbase_scan
 from app.storage.hbase_scan import Scanner
 from app.tsdb import TSDB
@@ -88,4 +90,14 @@ def test_a_second_half_beyond_what_is_held_streams_the_rest(
     assert sorted(opened) == [START, ROWS[20][0], ROWS[24][0] + b"\x00"]
     opened.clear()
     assert read(tsdb) == ROWS  # too large to halve: one scanner again
+    assert opened == [START]
+
+
+def test_a_look_at_the_first_row_opens_no_second_half(tsdb: TSDB, opened: list[bytes],
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(hbase_scan, "HALVES_MIN_MS", 0.0)
+    read(tsdb)
+    opened.clear()
+    found = first_row(tsdb.data_table(), [(START, STOP)])
+    assert found is not None and found[0] == ROWS[0][0]
     assert opened == [START]
