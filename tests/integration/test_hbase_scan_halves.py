@@ -14,10 +14,10 @@ from typing import Any
 import pytest
 
 from app.config import load_config
-from app.tsdb.read.cached import first_row
 from app.storage import hbase_scan
 from app.storage.hbase_scan import Scanner
 from app.tsdb import TSDB
+from app.tsdb.read.cached import first_row
 from tests.conftest import backend_config, drop_tables, hbase_zk_quorum, make_tsdb
 
 ROWS = [(b"k%03d" % i, {b"t:\x00\x00": bytes([i]), b"t:\x00\x10": b"\x01\x02"})
