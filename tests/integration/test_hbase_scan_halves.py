@@ -2,8 +2,8 @@
 (``hbase_scan.Halves``): the same rows in the same order, through Thrift and natively, two
 scanners opened (at the range's start and at the row that halved the last read); a second
 half grown past what may be held is streamed after the rows held; a read that was quick, or a
-look at the first rows, stays one scanner; a look at the first row of a halved range (the hour
-cache's) opens no second scanner."""
+look at the first rows, stays one scanner; a look at the first row of a range (the hour
+cache's) asks for one row, and opens no second scanner."""
 
 from __future__ import annotations
 
@@ -101,3 +101,21 @@ def test_a_look_at_the_first_row_opens_no_second_half(tsdb: TSDB, opened: list[b
     found = first_row(tsdb.data_table(), [(START, STOP)])
     assert found is not None and found[0] == ROWS[0][0]
     assert opened == [START]
+
+
+def test_a_look_at_the_first_row_asks_for_one_row(tsdb: TSDB,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The hour cache's look at a range's first row asks the region servers for one row,
+    not a scanner's first batch (100 compacted rows cost the region server about what a
+    full read of them does: their deleted cells are walked)."""
+    asked: list[int] = []
+    real = Scanner._next
+
+    def noted(self: Scanner, scanner_id: int, count: int, resume: bytes) -> Any:
+        asked.append(count)
+        return real(self, scanner_id, count, resume)
+    monkeypatch.setattr(Scanner, "_next", noted)
+    found = first_row(tsdb.data_table(), [(START, STOP)])
+    assert found is not None and found[0] == ROWS[0][0]
+    assert found[1][0] == 2  # its cells
+    assert asked == [1]
