@@ -162,10 +162,11 @@ A = TypeVar("A")
 
 @runtime_checkable
 class ScanStamps(Protocol):
-    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
-                    family: str) -> Iterator[tuple[bytes, int, int]]:
-        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
-        without reading the values: what the hour cache validates a kept row with."""
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None, family: str,
+                    limit: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range
+        (the first ``limit`` rows), without reading the values: what the hour cache
+        validates a kept row with."""
         ...
 
 

@@ -502,13 +502,14 @@ class HBaseTable:
                            b"KeyOnlyFilter()" if keys_only else None)
         return scanner.rows(limit)
 
-    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
-                    family: str) -> Iterator[tuple[bytes, int, int]]:
-        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range,
-        values left on the region servers (KeyOnlyFilter keeps the cell timestamps)."""
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None, family: str,
+                    limit: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range
+        (the first ``limit`` rows: no more asked of the region servers), values left on the
+        region servers (KeyOnlyFilter keeps the cell timestamps)."""
         scanner = self._scanner(row_start, row_stop, [family.encode()], MAX_ROWS_PER_SCAN_CALL,
                           b"KeyOnlyFilter()", shape=row_stamp)
-        rows: Iterator[tuple[bytes, int, int]] = scanner.rows()
+        rows: Iterator[tuple[bytes, int, int]] = scanner.rows(limit)
         return rows
 
     def scan_stamped(self, row_start: bytes, row_stop: bytes | None,

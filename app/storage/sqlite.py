@@ -381,12 +381,14 @@ class SqliteTable:
         cursor.arraysize = batch_size
         yield from _group_rows(self.store, self.name, cursor, limit)
 
-    def scan_stamps(self, row_start: bytes, row_stop: bytes | None,
-                    family: str) -> Iterator[tuple[bytes, int, int]]:
-        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range:
-        what the hour cache validates a decoded row with, without reading values."""
+    def scan_stamps(self, row_start: bytes, row_stop: bytes | None, family: str,
+                    limit: int | None = None) -> Iterator[tuple[bytes, int, int]]:
+        """``(row, cells, newest write time in ms)`` of each row of ``family`` in the range
+        (the first ``limit`` rows): what the hour cache validates a decoded row with, without
+        reading values."""
         cursor = self._range_query("SELECT row, count(*), max(ts)", row_start, row_stop,
-                                   family, " GROUP BY row ORDER BY row")
+                                   family, " GROUP BY row ORDER BY row"
+                                   + ("" if limit is None else f" LIMIT {int(limit)}"))
         while batch := cursor.fetchmany():
             yield from batch
 

@@ -84,7 +84,7 @@ def first_row(table: Any, ranges: Sequence[KeyRange]) -> tuple[bytes, Stamp] | N
     """The first stored row of the ranges and its stamp (None: the ranges hold no row): what
     a read asks the cache about to tell a warm read from a cold one."""
     for start, stop in ranges:
-        stamps = table.scan_stamps(start, stop, "t")
+        stamps = table.scan_stamps(start, stop, "t", limit=1)  # one row asked of HBase
         try:
             for key, cells, newest in stamps:
                 return key, (cells, newest)

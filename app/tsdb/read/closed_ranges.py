@@ -46,6 +46,10 @@ RANGE_SETTLED_MS = 30_000
 _DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
 # Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
 _ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+# Ranges on HBase whose last stamp showed cells too new for any entry (range or row) to be
+# kept, by the time (ms) they settle: until then a range stamp (a scan) would only be
+# followed by a scan of the rows, so their reads go row by row (one pass) instead.
+_UNSETTLED: OrderedDict[tuple[str, bytes], int] = OrderedDict()
 MAX_REMEMBERED = 1024
 _MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
 
@@ -91,11 +95,10 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int,
         return None  # its name filters leave series out: never kept, row by row at once
     if asked is None:  # remembered on every store (see read_before)
         asked = asked_before(space, shape)
-    if able(table, RANGE_STAMP) is None and not asked:
-        # HBase: its range stamp is a scan of every row's stamp, which a cold read in one
-        # pass does without; pay it from the second read of the same ranges (a dashboard).
+    if able(table, RANGE_STAMP) is None and not _stamp_worth_a_scan(space, shape, asked):
         return None
     stamp, rows = range_stamp(table, ranges)
+    _remember_unsettled(space, shape, stamp)
     entry = cache.get_range(space, shape, stamp)
     if entry is not None:
         kept: Kept = entry.payload  # type: ignore[assignment]
@@ -136,6 +139,30 @@ def read_before(reader: RowReader, first_s: int, last_s: int) -> bool:
     them. True when they cannot be read that way."""
     found = _ranges(reader, first_s, last_s)
     return found is None or asked_before(reader.table().name + "\x00ranges", found[1])
+
+
+def _stamp_worth_a_scan(space: str, shape: bytes, asked: bool) -> bool:
+    """HBase, whose range stamp is a scan of every row's stamp, which a cold read in one
+    pass does without: paid from the second read of the same ranges (a dashboard), unless
+    their last stamp showed cells not settled yet (nothing read now could be kept: the stamp
+    would only be followed by a scan of the rows)."""
+    if not asked:
+        return False
+    with _MEMORY_LOCK:
+        until_ms = _UNSETTLED.get((space, shape))
+    return until_ms is None or hour_cache.clock_ms() >= until_ms
+
+
+def _remember_unsettled(space: str, shape: bytes, stamp: hour_cache.Stamp) -> None:
+    """A range stamp scanned: until when its newest cell is too new to keep anything."""
+    until_ms = stamp[1] + hour_cache.SETTLED_MS
+    if until_ms <= hour_cache.clock_ms():
+        return
+    with _MEMORY_LOCK:
+        _UNSETTLED[(space, shape)] = until_ms
+        _UNSETTLED.move_to_end((space, shape))
+        while len(_UNSETTLED) > MAX_REMEMBERED:
+            _UNSETTLED.popitem(last=False)
 
 
 def asked_before(space: str, shape: bytes) -> bool:
