@@ -9,20 +9,12 @@ Rows per call adapt to the rows' size: a compacted hour row is one cell, a raw o
 and a call should move a few megabytes, not hundreds of them. While the caller works through
 one batch the next is already being fetched (the store's prefetch threads): reading
 uncompacted rows is mostly the gateway's time, which then overlaps the caller's.
-
-A range read before, whose read took a while and was not large, is read again in two halves
-at once (cut at the row that halved its last read, :class:`Halves`): one scanner is one
-handler thread on a region server, and a read of compacted rows (whose deleted cells the
-server still walks) or of a few hundred raw rows is mostly that thread's time.
 """
 
 from __future__ import annotations
 
 import logging
-import threading
-import time
-from collections import OrderedDict
-from collections.abc import Callable, Generator, Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
@@ -39,11 +31,6 @@ FIRST_SCAN_CALL_ROWS = 100  # until the rows' size is known
 # work. On the 2 shared cores of the development box (gateway, region server and pytsd on
 # the same cores) the wall time measured the same as with 200,000 (bench_hbase_fresh.py).
 SCAN_CALL_CELLS = 50_000
-# A full read of a range at least this long (wall time, its caller's work included) and of
-# at most this many cells is read in halves the next time: the second half is held in
-# memory while the first streams, and a short read gains less than a scanner's opening costs.
-HALVES_MIN_MS = 8.0
-HALVES_MAX_CELLS = 4 * SCAN_CALL_CELLS
 
 
 class ScannerCalls(Protocol):
@@ -128,64 +115,9 @@ class Scanner:
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
     def rows(self, limit: int | None = None) -> Iterator[Any]:
-        """The rows, shaped; a whole range read before in halves when :data:`HALVES` says
-        so (never with a ``limit``: a look at the first rows)."""
-        if limit is not None:
-            yield from map(self.shape, self._results(limit))
-            return
-        cut = HALVES.cut(self.table.name, self.start, self.stop) \
-            if self.prefetch is not None else None
-        started = time.perf_counter()
-        keys: list[bytes] | None = []
-        cells = 0
-        results = self._results(None) if cut is None else self._halves(cut)
-        try:
-            for result in results:
-                if keys is not None:
-                    keys.append(result.row)
-                    cells += result.count
-                    if cells > HALVES_MAX_CELLS:
-                        keys = None  # too large to hold a half of
-                yield self.shape(result)
-        finally:
-            results.close()
-        elapsed_ms = (time.perf_counter() - started) * 1000
-        HALVES.read(self.table.name, self.start, self.stop,
-                    keys if elapsed_ms >= HALVES_MIN_MS else None)
-
-    def _part(self, start: bytes, stop: bytes | None,
-              prefetch: Executor | None = None) -> Scanner:
-        return Scanner(self.table, start, stop, self.columns, self.max_rows,
-                       self.filter_string, prefetch=prefetch)
-
-    def _halves(self, cut: bytes) -> Generator[ReplyRow, None, None]:
-        """The range's rows from two scanners at once: the second half fetched on a
-        prefetch thread (inline calls only there: it never waits for another prefetch
-        thread), up to ``HALVES_MAX_CELLS`` (the rest streamed after it: the range may
-        have grown), while the first streams here. The second starts once the caller asks
-        for a second row (a look at the first row, ``cached.first_row``, reads no more)."""
-        assert self.prefetch is not None
-        later: Future[tuple[list[ReplyRow], bytes | None]] | None = None
-        try:
-            for result in self._part(self.start, cut, self.prefetch)._results(None):
-                yield result
-                if later is None:
-                    later = self.prefetch.submit(_held, self._part(cut, self.stop))
-            if later is None:
-                later = self.prefetch.submit(_held, self._part(cut, self.stop))
-            held, rest = later.result()
-            yield from held
-            if rest is not None:
-                yield from self._part(rest, self.stop, self.prefetch)._results(None)
-        finally:
-            if later is not None:
-                later.cancel()  # not started yet: not needed; else it ends on its own
-
-    def _results(self, limit: int | None) -> Generator[ReplyRow, None, None]:
-        """The range's rows as read; with a ``prefetch`` executor the next batch is fetched
-        while the caller works through this one (the gateway's time overlaps the caller's:
-        Thrift I/O releases the GIL). One call is in flight at a time, so batches stay in
-        order."""
+        """The rows; with a ``prefetch`` executor the next batch is fetched while the caller
+        works through this one (the gateway's time overlaps the caller's: Thrift I/O
+        releases the GIL). One call is in flight at a time, so batches stay in order."""
         if limit is not None and limit <= 0:
             return
         scanner_id = self._open(self.start)
@@ -211,7 +143,7 @@ class Scanner:
                     # The smallest key after the last row: where a reopened scan resumes.
                     current = pending = self._fetch(scanner_id, count,
                                                     results[-1].row + b"\x00")
-                yield from results
+                yield from map(self.shape, results)
                 if not more:
                     return
         except StorageUnavailableError:
@@ -238,56 +170,6 @@ class Scanner:
                 done.set_exception(exc)
             return done
         return self.prefetch.submit(self._next, scanner_id, count, resume)
-
-
-def _held(scanner: Scanner) -> tuple[list[ReplyRow], bytes | None]:
-    """A scanner's rows up to ``HALVES_MAX_CELLS`` (a row more at most), and where the rest
-    starts (None: no rest)."""
-    held: list[ReplyRow] = []
-    cells = 0
-    results = scanner._results(None)
-    try:
-        for result in results:
-            held.append(result)
-            cells += result.count
-            if cells >= HALVES_MAX_CELLS:
-                return held, result.row + b"\x00"
-    finally:
-        results.close()
-    return held, None
-
-
-class Halves:
-    """Where to cut ranges read before (by table and range: the row that halved the last
-    full read), for those whose last read was long and not large; a bounded memory shared by
-    a process's threads."""
-
-    MAX_RANGES = 1024
-
-    def __init__(self) -> None:
-        self._cuts: OrderedDict[tuple[str, bytes, bytes | None], bytes] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def cut(self, table: str, start: bytes, stop: bytes | None) -> bytes | None:
-        with self._lock:
-            return self._cuts.get((table, start, stop))
-
-    def read(self, table: str, start: bytes, stop: bytes | None,
-             keys: list[bytes] | None) -> None:
-        """A full read of the range ended: ``keys``, its rows' keys (None: not worth
-        halving next time)."""
-        at = (table, start, stop)
-        with self._lock:
-            if keys is None or len(keys) < 2:
-                self._cuts.pop(at, None)
-                return
-            self._cuts[at] = keys[len(keys) // 2]
-            self._cuts.move_to_end(at)
-            while len(self._cuts) > self.MAX_RANGES:
-                self._cuts.popitem(last=False)
-
-
-HALVES = Halves()
 
 
 def _reopenable(cause: BaseException | None) -> bool:
