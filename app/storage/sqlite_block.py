@@ -8,11 +8,12 @@ each cell's row index, qualifiers and values back to back) is staged as ONE row 
 * ``cell_index``: a JSON array of one integer per cell, ``start << 20 | row_len << 12 |
   qualifier_len << 8 | value_len`` (``start``: the cell's first byte in ``data``).
 
-The merge cuts the cells back out with numpy (:func:`block_columns`: a Python step per cell
-for its row key only) and compacts them per row with the other staged cells of its step
-(``sqlite_merge.MergeChunk``), in arrival order: of a cell written twice the later one
-stays, as with ``put_many``. (Until issue 26's merge compaction, a block was merged by one
-``INSERT ... SELECT ... FROM json_each(cell_index)``: a SQL row per cell.)
+The merge cuts the cells back out with numpy, the blocks of a merge step all at once
+(:func:`block_columns`: a Python step per cell for its row key only), and compacts them per
+row with the other staged cells of its step (``sqlite_merge.MergeChunk``), in arrival order:
+of a cell written twice the later one stays, as with ``put_many``. (Until issue 26's merge
+compaction, a block was merged by one ``INSERT ... SELECT ... FROM json_each(cell_index)``:
+a SQL row per cell.)
 
 Only blocks whose every cell fits the index (row keys under 256 bytes, qualifiers under 16,
 values 1 to 255 bytes) and whose qualifiers are too short for a packed form
@@ -22,6 +23,8 @@ values 1 to 255 bytes) and whose qualifiers are too short for a packed form
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from itertools import chain
 
 import numpy as np
 import numpy.typing as npt
@@ -71,19 +74,25 @@ def block_blob(block: CellBlock) -> tuple[bytes, str]:
     return source[gather].tobytes(), "[" + ",".join(map(str, index.tolist())) + "]"
 
 
-def block_columns(data: bytes, cell_index: str
+def block_columns(blobs: Sequence[bytes], cell_indexes: Sequence[str]
                   ) -> tuple[list[bytes], bytes, npt.NDArray[np.int64], bytes,
-                             npt.NDArray[np.int64]]:
-    """A staged block's cells, columnar: each cell's row key, the qualifiers and the values
-    back to back with their lengths (what the merge compacts; a Python step per cell only
-    for the row key)."""
-    index = np.array(json.loads(cell_index), np.int64)
-    starts, row_lengths = index >> 20, index >> 12 & 255
-    q_lengths, v_lengths = index >> 8 & 15, index & 255
+                             npt.NDArray[np.int64], list[int]]:
+    """Staged blocks' cells, columnar and in order: each cell's row key, the qualifiers and
+    the values back to back with their lengths (what the merge compacts; a Python step per
+    cell only for the row key), and each block's number of cells. All blocks at once: numpy's
+    fixed cost is paid once per merge step, not once per block (a block is often one
+    ``/api/put`` body of 50 points)."""
+    entries = [json.loads(cell_index) for cell_index in cell_indexes]
+    counts = list(map(len, entries))
+    index = np.fromiter(chain.from_iterable(entries), np.int64, sum(counts))
+    sizes = np.fromiter(map(len, blobs), np.int64, len(blobs))
+    data = b"".join(blobs)
+    starts = (index >> 20) + np.repeat(np.cumsum(sizes) - sizes, counts)  # in ``data``
+    row_lengths, q_lengths, v_lengths = index >> 12 & 255, index >> 8 & 15, index & 255
     q_starts = starts + row_lengths
     rows = [data[start:end] for start, end in zip(starts.tolist(), q_starts.tolist())]
     return (rows, gather(data, q_starts, q_lengths), q_lengths,
-            gather(data, q_starts + q_lengths, v_lengths), v_lengths)
+            gather(data, q_starts + q_lengths, v_lengths), v_lengths, counts)
 
 
 def block_records(table: str, written_ms: int, data: bytes, cell_index: str
