@@ -125,11 +125,11 @@ class MergeChunk:
 
     def add_block(self, seq: int, table: str, written_ms: int, data: bytes,
                   cell_index: str) -> None:
-        """A staged block (sqlite_block.py), cut out of its blob by numpy."""
+        """A staged block (sqlite_block.py), cut out of its blob with the chunk's others."""
         found = self._blocks.get(table)
         if found is None:
             found = self._blocks[table] = _BlockCells()
-        found.add(seq, written_ms, *block_columns(data, cell_index))
+        found.add(seq, written_ms, data, cell_index)
 
     def records(self, floors: Floors) -> list[Record]:
         """The chunk's rows of ``cells`` in the order to insert them: by row for locality
@@ -151,29 +151,22 @@ def _row_then_arrival(sequenced: Sequenced) -> tuple[bytes, int, int]:
 
 
 class _BlockCells:
-    """One table's cells of a chunk's blocks, columnar: each cell's row key, qualifier and
-    value bytes (joined per block), write time and arrival."""
+    """One table's staged blocks of a chunk, kept as staged until :meth:`records` cuts them
+    all out at once (``block_columns``): each block's blob, cell index, write time and
+    arrival."""
 
     def __init__(self) -> None:
-        self.rows: list[bytes] = []
-        self.qualifiers: list[bytes] = []
-        self.q_lengths: list[npt.NDArray[np.int64]] = []
-        self.values: list[bytes] = []
-        self.v_lengths: list[npt.NDArray[np.int64]] = []
-        self.written: list[npt.NDArray[np.int64]] = []
-        self.seqs: list[npt.NDArray[np.int64]] = []
+        self.blobs: list[bytes] = []
+        self.cell_indexes: list[str] = []
+        self.block_written: list[int] = []
+        self.block_seqs: list[int] = []
         self.newest_ms = 0
 
-    def add(self, seq: int, written_ms: int, rows: list[bytes], qualifiers: bytes,
-            q_lengths: npt.NDArray[np.int64], values: bytes,
-            v_lengths: npt.NDArray[np.int64]) -> None:
-        self.rows += rows
-        self.qualifiers.append(qualifiers)
-        self.q_lengths.append(q_lengths)
-        self.values.append(values)
-        self.v_lengths.append(v_lengths)
-        self.written.append(np.full(len(rows), written_ms, np.int64))
-        self.seqs.append(np.full(len(rows), seq, np.int64))
+    def add(self, seq: int, written_ms: int, data: bytes, cell_index: str) -> None:
+        self.blobs.append(data)
+        self.cell_indexes.append(cell_index)
+        self.block_written.append(written_ms)
+        self.block_seqs.append(seq)
         self.newest_ms = max(self.newest_ms, written_ms)
 
     def records(self, table: str, floor_ms: int, put_rows: set[bytes]) -> list[Sequenced]:
@@ -181,12 +174,13 @@ class _BlockCells:
         hold (``put_rows``: rows ``put_many`` wrote to in this chunk; a compacted cell no
         newer than ``floor_ms``: :class:`MergeChunk`) and the cells that are no single data
         points (none from pytsd's writer)."""
-        qualifiers, values = b"".join(self.qualifiers), b"".join(self.values)
-        q_lengths, v_lengths = np.concatenate(self.q_lengths), np.concatenate(self.v_lengths)
-        written, seqs = np.concatenate(self.written), np.concatenate(self.seqs)
-        keys = list(dict.fromkeys(self.rows))  # each row once, in order of first appearance
+        rows, qualifiers, q_lengths, values, v_lengths, counts = block_columns(
+            self.blobs, self.cell_indexes)
+        written = np.repeat(np.array(self.block_written, np.int64), counts)
+        seqs = np.repeat(np.array(self.block_seqs, np.int64), counts)
+        keys = list(dict.fromkeys(rows))  # each row once, in order of first appearance
         ids = dict(zip(keys, range(len(keys))))
-        row_ids = np.fromiter(map(ids.__getitem__, self.rows), np.int64, len(self.rows))
+        row_ids = np.fromiter(map(ids.__getitem__, rows), np.int64, len(rows))
         keep_single = ~single_cell_mask(qualifiers, q_lengths, v_lengths)
         if put_rows:
             keep_single |= np.isin(row_ids, [ids[row] for row in put_rows if row in ids])
@@ -208,7 +202,7 @@ class _BlockCells:
             q_ends, v_ends = np.cumsum(q_lengths).tolist(), np.cumsum(v_lengths).tolist()
             for i in np.flatnonzero(keep_single).tolist():
                 q_from, v_from = q_ends[i] - int(q_lengths[i]), v_ends[i] - int(v_lengths[i])
-                out.append((int(seqs[i]), i, (table, self.rows[i], PACKED_FAMILY,
+                out.append((int(seqs[i]), i, (table, rows[i], PACKED_FAMILY,
                                               qualifiers[q_from:q_ends[i]],
                                               values[v_from:v_ends[i]], int(written[i]))))
         return out
