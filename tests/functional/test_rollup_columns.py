@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
 from typing import Any
 
 import pytest
@@ -124,6 +125,9 @@ def test_an_old_layout_row_is_read_from_its_cells_every_time(off_tsdb: TSDB,
     key = next(k for k, _ in table.scan()
                if b"pytsd.rollup" not in k and off_tsdb.layout.parse_row_key(k).tags)
     table.delete(key)
+    # HBase's delete marker hides what is written in its millisecond too: a native put may
+    # reach the region server that soon.
+    time.sleep(0.002)
     table.put(key, {b"t:sum:\x00\x00": b"\x0a", b"t:count:\x00\x00": b"\x04",
                     b"t:sum:\x00\x1f": b"\x40\x22\x00\x00\x00\x00\x00\x00",  # 9.0
                     b"t:count:\x00\x10": b"\x03"})

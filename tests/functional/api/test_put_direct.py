@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,10 @@ def answer_together(lane: PutLane, requests: list[Request]) -> list[Reply]:
     """The requests handed to the lane at once, on a loop, as the worker does."""
     async def every() -> list[Reply]:
         return list(await asyncio.gather(*(lane.answer(r, PEER, SERVER) for r in requests)))
-    return asyncio.run(every())
+    # On a thread of its own: a session's browser (Playwright's sync API) keeps an event loop
+    # running in the main thread, where asyncio.run refuses to start another.
+    with ThreadPoolExecutor(1) as thread:
+        return thread.submit(asyncio.run, every()).result()
 
 
 def lane_of(app: Flask) -> PutLane:
