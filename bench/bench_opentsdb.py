@@ -21,9 +21,10 @@ Not for CI (minutes, and it needs HBase up: ``make hbase-up``). HBase's JVMs are
 their main classes; their CPU includes anything else using HBase meanwhile.
 
     python bench/bench_opentsdb.py [--hbase HOST:PORT] [--rounds N] [--runs N]
-        [--opentsdb-port PORT] [--skip ingest,query] [--scan-rpc native] [--write-rpc native]
-        [--zk HOST[:PORT]]
+        [--opentsdb-port PORT] [--skip ingest,query] [--scan-rpc auto|native|thrift]
+        [--write-rpc auto|native|thrift] [--zk HOST[:PORT]]
 
+Both RPC settings default to pytsd's own default, ``auto``.
 ``--scan-rpc native`` runs pytsd's servers with ``tsd.storage.hbase.scan_rpc=native``
 (data-table scans over HBase's own RPC, docs/hbase.md "Native scans") and
 ``tsd.storage.hbase.zk_quorum`` = ``--zk`` (default: HBase's host, port 2181).
@@ -243,10 +244,10 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=4)
     parser.add_argument("--runs", type=int, default=7, help="runs of each query per server")
     parser.add_argument("--skip", default="", help="phases to leave out: ingest, query")
-    parser.add_argument("--scan-rpc", choices=("thrift", "native", "auto"), default="thrift",
-                        help="pytsd's tsd.storage.hbase.scan_rpc")
-    parser.add_argument("--write-rpc", choices=("thrift", "native", "auto"), default="thrift",
-                        help="pytsd's tsd.storage.hbase.write_rpc")
+    parser.add_argument("--scan-rpc", choices=("thrift", "native", "auto"), default="auto",
+                        help="pytsd's tsd.storage.hbase.scan_rpc (default: pytsd's own default)")
+    parser.add_argument("--write-rpc", choices=("thrift", "native", "auto"), default="auto",
+                        help="pytsd's tsd.storage.hbase.write_rpc (default: pytsd's own default)")
     parser.add_argument("--zk", default=None, help="tsd.storage.hbase.zk_quorum with "
                         "--scan-rpc or --write-rpc native (default: HBase's host)")
     args = parser.parse_args()
