@@ -56,7 +56,7 @@ from app.storage.hbase_native import filters as native_filters
 from app.storage.hbase_native.calls import NativeScannerCalls
 from app.storage.hbase_native.client import NativeClient
 from app.storage.hbase_native.multi import MultiWriter, Unreached
-from app.storage.hbase_native.scan_rpc import WRITES, AutoScannerCalls, ScanRpc
+from app.storage.hbase_native.scan_rpc import WRITES, AutoScannerCalls, RpcChoice
 from app.storage.hbase_reply import ReplyRow, scanner_get_list
 from app.storage.hbase_scan import (
     Scanner,
@@ -125,12 +125,12 @@ class HBaseStore:
         # (``tsd.storage.hbase.scan_rpc``: ``hbase_native.scan_rpc`` decides).
         self.native = native
         self.native_tables = native_tables
-        self.scan_rpc = ScanRpc(scan_rpc if native is not None else "thrift", native,
+        self.scan_rpc = RpcChoice(scan_rpc if native is not None else "thrift", native,
                                 [self.full_name(name) for name in sorted(native_tables)],
                                 probe_every_s)
         # ... and for every put and append (``tsd.storage.hbase.write_rpc``), decided the same
         # way; under ``auto`` a native write that cannot reach HBase goes through Thrift.
-        self.write_rpc = ScanRpc(write_rpc if native is not None else "thrift", native,
+        self.write_rpc = RpcChoice(write_rpc if native is not None else "thrift", native,
                                  self.scan_rpc.tables, probe_every_s, use=WRITES)
         self.native_writer = (MultiWriter(native.call, native.regions, native.zk_quorum)
                               if native is not None and self.write_rpc.setting != "thrift"

@@ -1,6 +1,6 @@
 """Which RPC this process's data scans take (``tsd.storage.hbase.scan_rpc``), decided here;
 its writes (``tsd.storage.hbase.write_rpc``) are decided the same way, by a second
-:class:`ScanRpc` (:data:`WRITES`; a native write that cannot reach HBase: ``multi.Unreached``).
+:class:`RpcChoice` (:data:`WRITES`; a native write that cannot reach HBase: ``multi.Unreached``).
 
 ``thrift``: the Thrift gateway always. ``native``: HBase's own RPC always; a failure is a
 503. ``auto`` (the default): native while it works. The first data scan of a process probes
@@ -44,7 +44,7 @@ StatLine = tuple[str, "float | int", dict[str, str]]
 
 @dataclass(frozen=True)
 class Use:
-    """What a :class:`ScanRpc` decides for: its setting, its words in the log, its stats."""
+    """What a :class:`RpcChoice` decides for: its setting, its words in the log, its stats."""
 
     setting: str
     doing: str
@@ -81,9 +81,9 @@ def probe(client: NativeClient, tables: Sequence[bytes], timeout_s: float) -> st
             f"are on {', '.join(sorted(servers)) or 'no server yet'}")
 
 
-class ScanRpc:
-    """The decision for one store (its process): :meth:`client` before each data scan (or
-    write: ``use``)."""
+class RpcChoice:
+    """Thrift or the native RPC, decided for one store (its process) and one use (data scans
+    or writes: ``use``): :meth:`client` before each call."""
 
     def __init__(self, setting: str, client: NativeClient | None, tables: Sequence[bytes],
                  probe_every_s: float, probe_timeout_s: float = PROBE_TIMEOUT_S,
@@ -204,9 +204,9 @@ class _Scan:
 class AutoScannerCalls:
     """``auto``'s scanner calls: natively, until the native RPC cannot reach its servers;
     then through Thrift from the row after the last one returned (nothing lost or repeated),
-    the process back on Thrift (:meth:`ScanRpc.unreachable`)."""
+    the process back on Thrift (:meth:`RpcChoice.unreachable`)."""
 
-    def __init__(self, native: ScannerCalls, thrift: ScannerCalls, rpc: ScanRpc) -> None:
+    def __init__(self, native: ScannerCalls, thrift: ScannerCalls, rpc: RpcChoice) -> None:
         self.native = native
         self.thrift = thrift
         self.rpc = rpc
