@@ -10,6 +10,7 @@ encodes the accepted points' cells with numpy and stores them in one write (:met
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Callable, Container, Iterable, Mapping, Sequence
 from typing import cast
 
@@ -411,6 +412,9 @@ class _SeriesNumbers:
         self.codes: dict[object, int] = {}
         self.keys: list[object] = []
         self.rows: dict[int, bytes] = {}
+        # Request and line-protocol threads number new series at once: a number taken by
+        # two keys would write one series' points in the other's rows.
+        self._lock = threading.Lock()
 
     def full(self) -> bool:
         return len(self.codes) > MAX_TEMPLATES or len(self.rows) > MAX_TEMPLATES
@@ -420,10 +424,11 @@ class _SeriesNumbers:
         block's rows are then in the order of its series (their UIDs', for a collector's new
         series), which the merge's sort finds."""
         codes, keys = self.codes, self.keys
-        for key in dict.fromkeys(series_of):
-            if key not in codes:
-                codes[key] = len(keys)
-                keys.append(key)
+        with self._lock:
+            for key in dict.fromkeys(series_of):
+                if key not in codes:
+                    codes[key] = len(keys)
+                    keys.append(key)
 
 
 AUTO_CREATE = {"metrics": "tsd.core.auto_create_metrics", "tagk": "tsd.core.auto_create_tagks",
