@@ -261,28 +261,34 @@ class HBaseStore:
         """The native writer for this write, or None: through Thrift (``write_rpc``)."""
         return self.native_writer if self.write_rpc.client() is not None else None
 
-    def _unreached(self, exc: Unreached) -> None:
-        """A native write that could not reach HBase: under ``auto``, Thrift writes what it
-        left (``exc.rows``), and the process stays on Thrift until a probe works; otherwise
-        the error (a 503)."""
-        if self.write_rpc.setting != "auto":
-            raise exc
-        self.write_rpc.unreachable(exc.details or str(exc))
-        self.native_fallbacks += 1
+    def _native_first(self, write: Callable[[MultiWriter], None], items: list[T]
+                      ) -> list[T] | None:
+        """``write`` of ``items`` natively where ``write_rpc`` says so: None when it wrote
+        them all; else what Thrift is to write: ``items`` (not native now), or those a native
+        write that could not reach HBase left (``Unreached.rows``; under ``auto`` only, and
+        the process then stays on Thrift until a probe works; otherwise the error, a 503)."""
+        native = self._native_writer()
+        if native is None:
+            return items
+        try:
+            write(native)
+            return None
+        except Unreached as exc:
+            if self.write_rpc.setting != "auto":
+                raise
+            self.write_rpc.unreachable(exc.details or str(exc))
+            self.native_fallbacks += 1
+            return exc.rows
 
     def put_rows(self, table: bytes, rows: list[tuple[bytes, dict[bytes, bytes]]]) -> None:
         """One ``mutateRows`` call (the batcher's, or a direct write without it); natively,
         a ``Multi`` call per region server."""
-        native = self._native_writer()
-        if native is not None:
-            try:
-                native.put(table, rows)
-                return
-            except Unreached as exc:
-                self._unreached(exc)
-                rows = exc.rows  # puts are idempotent: any row not known written again
-        args = mutate_rows_args(table, rows)  # no Thrift object per row or cell
-        # Puts are idempotent: repeating one after a broken connection is safe.
+        left = self._native_first(lambda native: native.put(table, rows), rows)
+        if left is None:
+            return
+        args = mutate_rows_args(table, left)  # no Thrift object per row or cell
+        # Puts are idempotent: repeating one after a broken connection, or any row a native
+        # write may not have written, is safe.
         self.call_on_connection(
             f"write to {table.decode()}",
             lambda connection: mutate_rows(connection.transport, args, MUTATE_ROWS_RESULT),
@@ -297,18 +303,13 @@ class HBaseStore:
         ``Multi`` call per region server; through Thrift, an ``append`` call each, the calls
         concurrent. None is ever repeated once it may have reached HBase (a second one would
         append twice): only the appends a native write never sent go through Thrift."""
-        native = self._native_writer()
-        if native is not None:
-            try:
-                native.append(table, cells)
-                return
-            except Unreached as exc:
-                self._unreached(exc)
-                cells = exc.rows
-        if len(cells) == 1:
-            self._thrift_append(table, *cells[0])
+        left = self._native_first(lambda native: native.append(table, cells), cells)
+        if left is None:
             return
-        for done in [self.executor().submit(self._thrift_append, table, *cell) for cell in cells]:
+        if len(left) == 1:
+            self._thrift_append(table, *left[0])
+            return
+        for done in [self.executor().submit(self._thrift_append, table, *cell) for cell in left]:
             done.result()
 
     def _thrift_append(self, table: bytes, row: bytes, column: bytes, value: bytes) -> None:
