@@ -17,7 +17,8 @@ and from the headers per request (:meth:`DirectPuts.takes`): those the hooks pas
 
 from __future__ import annotations
 
-from typing import Any
+from concurrent.futures import Future
+from typing import Any, cast
 
 from flask import Flask, Response
 
@@ -25,6 +26,7 @@ from app.api.put import StoredPut, plain_json, store_bodies, writer_of
 from app.api.security import API_HEADERS
 from app.api.stats import count_request
 from app.errors import StorageError
+from app.storage.base import PromptWrites, WriteBusy
 from app.tsdb.writer import PointWriter
 
 PUT_PATH = "/api/put"
@@ -44,6 +46,10 @@ class DirectPuts:
 
     def __init__(self, writer: PointWriter) -> None:
         self.writer = writer
+        store = writer.tsdb.store
+        # The embedded store: a put is stored on the server's loop, and answered once the
+        # disk sync that follows has it (app/storage/sqlite_sync.py).
+        self.prompt_store = cast(PromptWrites, store) if store.writes_promptly else None
 
     @classmethod
     def of(cls, app: Any) -> DirectPuts | None:
@@ -81,9 +87,35 @@ class DirectPuts:
         stored = iter(self._store_points(points))
         return [next(stored) if body else None for body in parsed]
 
+    def store_promptly(self, bodies: list[bytes]) -> list[StoredPut | None] | None:
+        """:meth:`store` as prompt writes (``prompt_store`` is set); None when another writer
+        was under way (``WriteBusy``): the bodies are to be stored by a thread that waits
+        (a cell written twice is written the same). The points are durable once
+        :meth:`durable` is done."""
+        assert self.prompt_store is not None
+        try:
+            with self.prompt_store.prompt():
+                return self.store(bodies)
+        except WriteBusy:
+            return None
+
+    def durable(self) -> Future[None]:
+        """Done when what :meth:`store_promptly` stored is on disk."""
+        assert self.prompt_store is not None
+        return self.prompt_store.durable()
+
+    @staticmethod
+    def unsynced(stored: list[StoredPut | None], error: BaseException) -> list[StoredPut | None]:
+        """The outcomes of prompt writes whose disk sync failed: none is known stored."""
+        failure = StorageError("The embedded store could not sync its disk", str(error))
+        return [None if outcome is None else StoredPut(outcome.raw_points, [], failure)
+                for outcome in stored]
+
     def _store_points(self, points: list[list[Any]]) -> list[StoredPut]:
         try:
             return store_bodies(self.writer, points)
+        except WriteBusy:
+            raise  # a prompt write's: stored again, by a thread that waits
         except StorageError as exc:  # the store's, not a body's: the view raises it for each
             return [StoredPut(raw_points, [], exc) for raw_points in points]
         except Exception as exc:

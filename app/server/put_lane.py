@@ -6,11 +6,20 @@ path) and headers Flask's hooks would pass untouched (app/api/put_direct.py deci
 and which settings allow it at all). The access log, body limits and the request queue are
 the server's, as for every request.
 
-**Groups.** Puts that arrive while one group is being written wait on the loop and go
-together as the next group: one hop to a thread and one writer call for them all (storing
-two 50-point bodies at once costs ~2/3 of storing them one by one, four ~1/2; a hop and its
-wake-ups ~20 µs each). A lone put is written at once. Each put of a group is answered
-Flask's 204 when all its points were stored, else by the app, told what was stored.
+**Groups.** Puts that arrive together (read in one turn of the loop), or while a group is
+being written, go together as the next group: one writer call for them all (storing two
+50-point bodies at once costs ~2/3 of storing them one by one, four ~1/2). Each put of a
+group is answered Flask's 204 when all its points were stored, else by the app, told what
+was stored.
+
+**On the loop.** On the embedded store a group is stored by the loop itself, as prompt
+writes (``PromptWrites``: no wait for another writer, no disk sync at commit), and answered
+when the store's next WAL sync has it on disk (one thread syncs for every commit its
+process made meanwhile, app/storage/sqlite_sync.py): no hop to a thread and back, and no
+sync while the write lock is held. The loop waits only for another worker's put commit
+(short); when any other writer is under way (a line-protocol block, a merge, compaction),
+the group goes to a thread, which waits its turn. On HBase every group goes to a thread:
+a write there is a network round trip.
 """
 
 from __future__ import annotations
@@ -22,7 +31,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
 
-from app.api.put import STORED_PUT
+from app.api.put import STORED_PUT, StoredPut
 from app.api.put_direct import NO_CONTENT_HEADERS, NO_CONTENT_REASON, PUT_PATH, DirectPuts
 from app.server.simple_http import encode_reply
 from app.server.wsgi_bridge import Reply, Request, WsgiApp, build_environ, call_app
@@ -58,6 +67,7 @@ class PutLane:
         self.in_thread = in_thread
         self._waiting: list[_Put] = []
         self._writing = 0  # groups in a thread now
+        self._here_soon = False  # _write_here is scheduled
 
     @classmethod
     def of(cls, app: Any, in_thread: InThread) -> PutLane | None:
@@ -74,9 +84,49 @@ class PutLane:
         """Store the request's points with its group and answer it."""
         put = _Put(request, peer, server)
         self._waiting.append(put)
-        if self._writing < GROUPS_IN_FLIGHT:
-            self._write_next()
+        self._schedule()
         return await put.answer
+
+    def _schedule(self) -> None:
+        """Write the waiting puts: on the loop once this turn's requests are read, or in a
+        thread (module doc)."""
+        if self.direct.prompt_store is not None and not self._writing:
+            if not self._here_soon:
+                self._here_soon = True
+                asyncio.get_running_loop().call_soon(self._write_here)
+        elif self._writing < GROUPS_IN_FLIGHT:
+            self._write_next()
+
+    def _write_here(self) -> None:
+        """Store the waiting puts on the loop; answer them once durable."""
+        self._here_soon = False
+        if self._writing:  # a group went to a thread meanwhile: the rest follow it
+            return
+        group, self._waiting = self._waiting, []
+        started = time.perf_counter()
+        try:
+            stored = self.direct.store_promptly([put.request.body for put in group])
+        except Exception as exc:  # as a thread's failure: each put learns it, none hangs
+            self._answered(group, None, exc)
+            return
+        if stored is None:  # another writer under way: a thread waits for it
+            self._waiting = group + self._waiting
+            self._write_next()
+            return
+        durable = asyncio.wrap_future(self.direct.durable())
+        durable.add_done_callback(partial(self._durable, group, stored, started))
+
+    def _durable(self, group: list[_Put], stored: list[StoredPut | None], started: float,
+                 synced: asyncio.Future[None]) -> None:
+        error = None if synced.cancelled() else synced.exception()
+        if error is not None:  # the sync failed: nothing of the group is known to be stored
+            stored = self.direct.unsynced(stored, error)
+        if all(outcome is not None and outcome.complete for outcome in stored):
+            self._answered(group, self._replies(group, stored, started), None)
+            return
+        self._writing += 1  # the app answers in a thread: later puts wait their turn
+        replied = self.in_thread(self._replies, group, stored, started)
+        replied.add_done_callback(partial(self._written, group))
 
     def _write_next(self) -> None:
         group, self._waiting = self._waiting, []
@@ -86,23 +136,38 @@ class PutLane:
 
     def _written(self, group: list[_Put], done: asyncio.Future[list[Reply]]) -> None:
         self._writing -= 1
-        error = None if done.cancelled() else done.exception()
+        if done.cancelled():
+            self._answered(group, None, None)
+        else:
+            error = done.exception()
+            self._answered(group, None if error is not None else done.result(), error)
+        if self._waiting:
+            self._schedule()
+
+    @staticmethod
+    def _answered(group: list[_Put], replies: list[Reply] | None,
+                  error: BaseException | None) -> None:
+        """Each put's answer: its reply, else ``error``, else cancelled."""
         for number, put in enumerate(group):
             if put.answer.done():
                 continue  # its connection was closed meanwhile (shutdown)
-            if done.cancelled():
-                put.answer.cancel()
+            if replies is not None:
+                put.answer.set_result(replies[number])
             elif error is not None:
                 put.answer.set_exception(error)
             else:
-                put.answer.set_result(done.result()[number])
-        if self._waiting:
-            self._write_next()
+                put.answer.cancel()
 
     def _answer_all(self, group: list[_Put]) -> list[Reply]:
         """Store the group's points and answer each put (in a thread: the store commits)."""
         started = time.perf_counter()
-        stored = self.direct.store([put.request.body for put in group])
+        return self._replies(group, self.direct.store([put.request.body for put in group]),
+                             started)
+
+    def _replies(self, group: list[_Put], stored: list[StoredPut | None],
+                 started: float) -> list[Reply]:
+        """Each put's answer: Flask's 204 when all its points were stored, else the app's
+        (which may store it itself: in a thread then)."""
         elapsed_ms = (time.perf_counter() - started) * 1000
         replies = []
         for put, outcome in zip(group, stored):

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Generic, Protocol, TypeVar, cast, runtime_checkable
 
@@ -108,6 +110,9 @@ class Store(Protocol):
     #: True when the backend creates OpenTSDB's tables on first use (the embedded store);
     #: False where they must exist beforehand, as OpenTSDB requires on HBase.
     sets_itself_up: bool
+    #: True when the backend offers :class:`PromptWrites` (the embedded store): writes that
+    #: neither wait for another writer nor for the disk, acknowledged once durable.
+    writes_promptly: bool
 
     def table(self, name: str) -> Table:
         """Return a handle on an existing table."""
@@ -123,6 +128,25 @@ class Store(Protocol):
 
     def close(self) -> None:
         """Release connections."""
+        ...
+
+
+class WriteBusy(Exception):
+    """A prompt write (:class:`PromptWrites`) found another writer under way: the
+    transaction that raised it wrote nothing. Not a ``StorageError``: the store works; the
+    caller writes again without hurry."""
+
+
+class PromptWrites(Protocol):
+    """A store whose writes can be asked to be prompt (``Store.writes_promptly``)."""
+
+    def prompt(self) -> AbstractContextManager[None]:
+        """Within it, this thread's writes do not wait: another writer under way raises
+        :class:`WriteBusy`, and a commit returns before the disk has synced it."""
+        ...
+
+    def durable(self) -> Future[None]:
+        """Done when every prompt write of this process so far is on disk."""
         ...
 
 

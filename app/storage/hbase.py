@@ -113,6 +113,7 @@ class HBaseStore:
     """A :class:`~app.storage.base.Store` on an HBase Thrift1 server."""
 
     sets_itself_up = False  # OpenTSDB's rule: the tables must exist (`pytsd create-tables`)
+    writes_promptly = False  # a write is a network round trip: never on the server's loop
 
     def __init__(self, host: str, port: int, table_prefix: str = "", timeout_ms: int = 10_000,
                  pool_size: int = 4, writers: int = 4, write_linger_ms: float = 1.0,

@@ -21,6 +21,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import Future
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,7 @@ from app.storage.sqlite_space import (
     release_free_pages,
     store_space,
 )
+from app.storage.sqlite_sync import WalSync
 from app.storage.sqlite_write import (
     COLUMNS,
     STAGING_SCHEMA,
@@ -142,6 +144,7 @@ class SqliteStore:
     # Unlike HBase, where OpenTSDB's tables must be made beforehand, the embedded store
     # creates them on first use (see app/tsdb/schema.py ensure_tables).
     sets_itself_up = True
+    writes_promptly = True  # PromptWrites: prompt() and durable()
 
     def __init__(self, path: str | Path, synchronous: str = "FULL",
                  page_size: int = PAGE_SIZE_BYTES, pack_cells: bool = PACK_CELLS_DEFAULT
@@ -155,6 +158,7 @@ class SqliteStore:
         self._columns_on: set[str] = set()  # tables whose row columns are kept (seen so)
         self._group = GroupCommit(self)
         self._write_lock = WriteLock(self.path + ".writelock")
+        self._wal_sync = WalSync(self.path + "-wal")
         self._writer: tuple[int, sqlite3.Connection] | None = None
         self.unpacked_values = Unpacked(unpack_many, UNPACKED_MAX_BYTES)
         self.unpacked_keys = Unpacked(unpack_qualifiers, UNPACKED_MAX_BYTES)
@@ -209,19 +213,56 @@ class SqliteStore:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
-        """A write transaction that takes the write lock up front (no upgrade deadlocks)."""
-        with self._write_lock:
+        """A write transaction that takes the write lock up front (no upgrade deadlocks).
+        Within :meth:`prompt`, it takes the lock only if free, and commits without the disk
+        sync that ``synchronous=FULL`` makes (:meth:`durable` syncs for it)."""
+        prompt = self.prompting()
+        self._write_lock.acquire(wait=not prompt)
+        try:
             db = self._write_connection()
+            deferred = prompt and self.synchronous == "FULL"
+            if deferred:
+                db.execute("PRAGMA synchronous=NORMAL")
             try:
-                db.execute("BEGIN IMMEDIATE")
-            except sqlite3.Error as exc:
-                raise StorageError("The embedded store is not writable", str(exc)) from exc
-            try:
-                yield db
-            except BaseException:
-                db.execute("ROLLBACK")
-                raise
-            db.execute("COMMIT")
+                yield from self._committed(db)
+            finally:
+                if deferred:
+                    db.execute("PRAGMA synchronous=FULL")
+            if deferred:
+                self._wal_sync.committed()
+        finally:
+            self._write_lock.release()
+
+    @staticmethod
+    def _committed(db: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+        try:
+            db.execute("BEGIN IMMEDIATE")
+        except sqlite3.Error as exc:
+            raise StorageError("The embedded store is not writable", str(exc)) from exc
+        try:
+            yield db
+        except BaseException:
+            db.execute("ROLLBACK")
+            raise
+        db.execute("COMMIT")
+
+    @contextmanager
+    def prompt(self) -> Iterator[None]:
+        """This thread's writes within it are prompt (``PromptWrites``): no wait for another
+        writer (:class:`WriteBusy`), no disk sync at commit; :meth:`durable` says when they
+        are on disk. For the server's loop, which stores a small put itself."""
+        self._local.prompt = True
+        try:
+            yield
+        finally:
+            self._local.prompt = False
+
+    def prompting(self) -> bool:
+        return getattr(self._local, "prompt", False)
+
+    def durable(self) -> Future[None]:
+        """Done when every prompt write of this process so far is on disk (sqlite_sync.py)."""
+        return self._wal_sync.durable()
 
     def release_free_pages(self) -> int:
         """Give the file's free pages back to the file system beyond a small reserve (what

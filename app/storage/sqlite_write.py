@@ -42,7 +42,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from app.errors import StorageError
-from app.storage.base import CellBlock, prefix_stop
+from app.storage.base import CellBlock, WriteBusy, prefix_stop
 from app.storage.sqlite_block import block_blob, block_records
 from app.storage.sqlite_merge import (
     PACKED_FAMILY,
@@ -265,36 +265,86 @@ class WriteLock:
 
     ``flock`` is on a file of its own beside the database: opening and closing the database
     file itself would drop the POSIX locks SQLite holds on it.
+
+    A prompt writer (``acquire(wait=False)``: the server's loop storing a put) waits only
+    for another prompt writer, whose commit is short: every other writer holds a second
+    lock (``.long``) from before it asks for the first until it lets it go, and a prompt
+    writer that finds that one held raises :class:`WriteBusy` rather than wait behind a
+    merge or a block of a thousand lines.
     """
 
     def __init__(self, path: str) -> None:
         self.path = path
         self._pid = -1
         self._threads = threading.RLock()
-        self._fd = -1
+        self._fd = self._long_fd = -1
         self._depth = 0
+        self._long = False  # this process holds the ``.long`` lock
 
     def __enter__(self) -> None:
-        if self._pid != os.getpid():  # after a fork: fresh state, the parent's fd is not ours
-            self._pid, self._threads, self._fd, self._depth = (
-                os.getpid(), threading.RLock(), -1, 0)
-        self._threads.acquire()
-        try:
-            if self._depth == 0:
-                if self._fd < 0:
-                    self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-                fcntl.flock(self._fd, fcntl.LOCK_EX)
-        except OSError as exc:
-            self._threads.release()
-            raise StorageError("The embedded store is not writable",
-                               f"Cannot lock {self.path}: {exc}") from exc
-        self._depth += 1
+        self.acquire()
 
     def __exit__(self, *exc: object) -> None:
+        self.release()
+
+    def acquire(self, wait: bool = True) -> None:
+        """Take the lock; without ``wait``, raise :class:`WriteBusy` unless it is free or
+        held by another prompt writer (class doc)."""
+        if self._pid != os.getpid():  # after a fork: fresh state, the parent's fds are not ours
+            self._pid, self._threads, self._fd, self._long_fd, self._depth, self._long = (
+                os.getpid(), threading.RLock(), -1, -1, 0, False)
+        if not self._threads.acquire(blocking=wait):
+            raise WriteBusy("another thread is writing")
+        try:
+            if self._depth == 0:
+                self._lock_files(wait)
+        except BaseException:
+            self._threads.release()
+            raise
+        self._depth += 1
+
+    def _lock_files(self, wait: bool) -> None:
+        try:
+            if self._fd < 0:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                self._long_fd = os.open(self.path + ".long", os.O_RDWR | os.O_CREAT, 0o644)
+            if wait:
+                fcntl.flock(self._long_fd, fcntl.LOCK_EX)
+                self._long = True
+                fcntl.flock(self._fd, fcntl.LOCK_EX)
+            elif not _try_flock(self._fd, fcntl.LOCK_EX):
+                self._wait_for_prompt()
+        except OSError as exc:
+            if self._long:
+                self._long = False
+                fcntl.flock(self._long_fd, fcntl.LOCK_UN)
+            raise StorageError("The embedded store is not writable",
+                               f"Cannot lock {self.path}: {exc}") from exc
+
+    def _wait_for_prompt(self) -> None:
+        """The lock is held: wait for it only if no long writer holds it or waits for it."""
+        if not _try_flock(self._long_fd, fcntl.LOCK_SH):
+            raise WriteBusy("another process is writing")
+        fcntl.flock(self._long_fd, fcntl.LOCK_UN)
+        fcntl.flock(self._fd, fcntl.LOCK_EX)
+
+    def release(self) -> None:
         self._depth -= 1
         if self._depth == 0:
             fcntl.flock(self._fd, fcntl.LOCK_UN)
+            if self._long:
+                self._long = False
+                fcntl.flock(self._long_fd, fcntl.LOCK_UN)
         self._threads.release()
+
+
+def _try_flock(fd: int, operation: int) -> bool:
+    """``flock`` without waiting: whether it was taken."""
+    try:
+        fcntl.flock(fd, operation | fcntl.LOCK_NB)
+        return True
+    except BlockingIOError:
+        return False
 
 
 class GroupCommit:
@@ -324,8 +374,13 @@ class GroupCommit:
         self._commit(_Pending(table, (), block))
 
     def _commit(self, mine: _Pending) -> None:
-        """Queue ``mine``; commit it with the queued batches of other threads (module doc)."""
+        """Queue ``mine``; commit it with the queued batches of other threads (module doc).
+        A prompt write (``SqliteStore.prompt``) waits for no other commit, and leaves the
+        merge it makes due to a thread of its own."""
+        prompt = self._store.prompting()
         with self._ready:
+            if prompt and (self._writing or self._queue):  # a group of waiting writers'
+                raise WriteBusy("another thread is committing")  # batches is theirs to write
             self._queue.append(mine)
             while not mine.done and self._writing:
                 self._ready.wait()
@@ -353,7 +408,9 @@ class GroupCommit:
             self._writing = False
             self._ready.notify_all()
         mine.raise_error()
-        if merge:
+        if merge and prompt:
+            threading.Thread(target=self._merge, name="tsd-merge", daemon=True).start()
+        elif merge:
             self._merge()
 
     def _merge(self) -> None:

@@ -178,3 +178,53 @@ def test_settings_that_give_flask_a_say_in_every_put_turn_the_lane_off(
     assert isinstance(settings, dict)
     assert DirectPuts.of(make_client(settings).application) is None
     assert DirectPuts.of(make_client({}).application) is not None
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_put_stored_on_the_loop_is_answered_only_once_the_wal_sync_has_it(
+        app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """On the embedded store the loop commits without syncing (app/storage/sqlite_sync.py):
+    the 204 waits for a sync of the WAL file that began after the commit."""
+    import os
+    import threading
+
+    from app.storage import sqlite_sync
+
+    release = threading.Event()
+    synced: list[str] = []
+    real_sync = os.fdatasync
+
+    def held_sync(fd: int) -> None:
+        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
+        assert release.wait(10)
+        real_sync(fd)
+
+    monkeypatch.setattr(sqlite_sync.os, "fdatasync", held_sync)
+    lane = lane_of(app)
+    with ThreadPoolExecutor(1) as thread:
+        answered = thread.submit(answer_together, lane, [put_request(body(point(value=7)))])
+        with pytest.raises(TimeoutError):
+            answered.result(timeout=0.3)  # committed, not synced: no answer yet
+        assert [path.endswith("-wal") for path in synced] == [True]
+        release.set()
+        [reply] = answered.result(timeout=10)
+    assert reply.status == 204
+    assert stored_values(client) == [7]
+
+
+@pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
+def test_a_failed_wal_sync_answers_the_put_with_the_stores_error(
+        app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from app.storage import sqlite_sync
+
+    def failing_sync(fd: int) -> None:
+        raise OSError(errno.EIO, "Input/output error")
+
+    monkeypatch.setattr(sqlite_sync.os, "fdatasync", failing_sync)
+    [reply] = answer_together(lane_of(app), [put_request(body(point(value=7)))])
+    assert reply.status == 500
+    error = json.loads(reply.body)["error"]
+    assert error["message"] == "The embedded store could not sync its disk"
+    assert "Input/output error" in error["details"]
