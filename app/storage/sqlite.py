@@ -36,6 +36,7 @@ from app.storage.base import (
     HourPut,
     Row,
     StoreSpace,
+    WriteBusy,
     prefix_stop,
 )
 from app.storage.hour_blob import BlobRows
@@ -350,6 +351,8 @@ class SqliteTable:
         """A write transaction on ``cells`` that first merges the table's staged cells."""
         with self.store.transaction() as db:
             if has_staged(db, self.name):
+                if self.store.prompting():  # a merge is long: not in a prompt write
+                    raise WriteBusy("staged cells to merge first")
                 merge_staged(db, self.name, self.store.pack_cells)
             written_ms = now_ms()
             count_write(db, self.name, written_ms)

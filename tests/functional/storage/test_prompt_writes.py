@@ -89,3 +89,18 @@ def test_prompt_commits_skip_the_sync_and_one_sync_makes_them_all_durable(
     with store.transaction() as db:  # outside prompt(): SQLite's own sync, as configured
         assert db.execute("PRAGMA synchronous").fetchone() == (2,)  # FULL
     assert store.table_names() == ["t0", "t1", "t2"]
+
+
+def test_a_prompt_write_that_would_merge_staged_cells_first_leaves_it_to_a_thread(
+        tmp_path: Path) -> None:
+    """An append merges the table's staged cells in its transaction: long, so a prompt
+    writer raises WriteBusy before writing anything."""
+    store = SqliteStore(tmp_path / "store.db")
+    store.create_table("tsdb", {"t": {}})
+    table = store.table("tsdb")
+    table.put_many([(b"row", {b"t:\x00\x00": b"\x01"})])  # small cells: staged
+    with store.prompt(), pytest.raises(WriteBusy):
+        table.append(b"row", b"t:\x00\x00\x00\x00", b"\x00\x10\x02")
+    assert table.row(b"row") == {b"t:\x00\x00": b"\x01"}
+    table.append(b"row", b"t:\x00\x00\x00\x00", b"\x00\x10\x02")  # a waiting writer merges
+    assert table.row(b"row") == {b"t:\x00\x00": b"\x01", b"t:\x00\x00\x00\x00": b"\x00\x10\x02"}
