@@ -8,6 +8,10 @@ its 204); VictoriaMetrics acknowledges nothing over telnet and answers ``/api/pu
 points are searchable, so its time ends when a query finds every point of the round (after
 ``/internal/force_flush``). CPU per point is each server's own (pytsd: its gunicorn master,
 workers and split helpers; VictoriaMetrics: its process), read from /proc around the round.
+``/api/put`` runs twice: with pytsd's default ``synchronous=FULL`` (an acknowledged point
+survives power loss), then restarted on the same store with ``NORMAL`` (it survives kill -9,
+which neither VictoriaMetrics, answering from memory, nor OpenTSDB, answering once queued,
+promises).
 
 The points are the last hour's (VictoriaMetrics hides the newest seconds from its queries).
 Disk: pytsd's pages in use and its files (store + WAL) as written, compaction off (issue 26's
@@ -144,23 +148,50 @@ def compare(env: dict[str, str], db: Path, peer: VmPorts, vm_cpu_s: Callable[[],
                                  vm_cpu_s)
             stored += points
             print(ratio_line(f"line, round {round_no}", ours, theirs))
-        put_stored = 0
-        for round_no in range(rounds):
-            bodies = put_bodies(hour_s, round_no, put_requests)
-            points = put_requests * put.POINTS_PER_REQUEST
-            chunks = [bodies[i::clients] for i in range(clients)]
-            ours = timed_round(partial(pytsd_puts, chunks, server.port), points, pytsd_cpu_s)
-            theirs = timed_round(partial(vm_puts, chunks, peer, put_stored + points), points,
-                                 vm_cpu_s)
-            put_stored += points
-            print(ratio_line(f"/api/put, round {round_no}", ours, theirs))
+        puts = PutRounds(peer, vm_cpu_s, rounds, put_requests, clients)
+        puts.compare(server.port, pytsd_cpu_s, "")
         # A read merges what is staged: the hour as a query finds it.
         requests.get(f"{server.url}/api/query?start={hour_s}&m=count:bench_ingest", timeout=600)
+    # The durability VictoriaMetrics and OpenTSDB do not give (an acknowledged point
+    # survives kill -9) without a disk sync per commit: the same puts with
+    # synchronous=NORMAL, on the same store after the figures above.
+    with pytsd_server({**env, "TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL"}, workers=2) as normal:
+        # Each worker's series templates made before the clock, as in the first server.
+        warm_puts = put_bodies(hour_s - 86400, 0, 8 * clients)
+        pytsd_puts([warm_puts[i::clients] for i in range(clients)], normal.port)
+        puts.compare(normal.port, lambda: sum(pid_cpu_s(pid) for pid in normal.pids()),
+                     " NORMAL")
+        requests.get(f"{normal.url}/api/query?start={hour_s}&m=count:bench_put", timeout=600)
     in_use, files = pytsd_bytes(db)
-    total = stored + put_stored
+    total = stored + puts.stored
     print(f"  disk, the current hour as written ({total:,} points): pytsd {in_use / total:.1f} "
           f"B/pt in use ({files / total:.1f} with its files and WAL)")
     return total
+
+
+@dataclass
+class PutRounds:
+    """``/api/put`` rounds against VictoriaMetrics, numbered on from the last call's."""
+
+    peer: VmPorts
+    vm_cpu_s: Callable[[], float]
+    rounds: int
+    requests_per_round: int
+    clients: int
+    stored: int = 0  # points sent to each so far
+    next_round: int = 0
+
+    def compare(self, port: int, pytsd_cpu_s: Callable[[], float], label: str) -> None:
+        for _ in range(self.rounds):
+            round_no, self.next_round = self.next_round, self.next_round + 1
+            bodies = put_bodies(self.peer.hour_s, round_no, self.requests_per_round)
+            points = self.requests_per_round * put.POINTS_PER_REQUEST
+            chunks = [bodies[i::self.clients] for i in range(self.clients)]
+            ours = timed_round(partial(pytsd_puts, chunks, port), points, pytsd_cpu_s)
+            theirs = timed_round(partial(vm_puts, chunks, self.peer, self.stored + points),
+                                 points, self.vm_cpu_s)
+            self.stored += points
+            print(ratio_line(f"/api/put{label}, round {round_no}", ours, theirs))
 
 
 def send_lines_unacknowledged(blocks: list[list[bytes]], port: int) -> None:
