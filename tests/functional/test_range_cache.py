@@ -250,6 +250,20 @@ def _counted(method: Any, name: str, calls: Counter[str]) -> Any:
 
 
 @pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_a_cold_read_of_series_a_name_filter_picks_is_one_scan(
+        tsdb: TSDB, loaded: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HBase, nothing kept yet (a first read, or every row compacted since): the values come
+    with their stamps in one scan, after one row's stamp; not every row's stamp first and
+    the values after (twice the region servers' work)."""
+    calls = Counter[str]()
+    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
+                 "rows", "row"):
+        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
+    assert answer(loaded) == (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
+    assert calls == {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp; the rows
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
 def test_an_hour_without_rows_costs_one_look(tsdb: TSDB, loaded: FlaskClient,
                                              monkeypatch: pytest.MonkeyPatch) -> None:
     """Up to now, the hours after the data hold no row: a warm read looks once (the first

@@ -38,13 +38,13 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
         # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
         one_pass = able(table, SCAN_STAMPED) is not None and (
             len(ranges) == 1 or able(table, SCAN_MANY) is None)
-        warm = _warm(cache, table, ranges) if named is None and one_pass else True
+        warm = _warm(cache, table, ranges) if one_pass else True
         if warm is None:  # no row at all: as if the scan had come a moment earlier
             keeper.stamps = {}
             return [], iter(())
         if not warm:
             keeper.stamps = {}
-            return [], _one_pass(keeper, table, ranges, keep)
+            return [], _one_pass(keeper, table, ranges, keep, named, count_dropped)
         stamped = _stamps(table, ranges, sized, check_deadline)
     if keep is not None or sized:
         stamped, dropped = _sort_stamped(keeper, stamped, keep, named if sized else None)
@@ -101,17 +101,26 @@ def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | No
     return None if first is None else cache.holds(table.name, *first)
 
 
-def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None
+def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,
+              named: KeyTest | None, count_dropped: Callable[[Sequence[Any]], None]
               ) -> Iterator[tuple[bytes, Row]]:
     """A cold read: every row's values and write times in one scan, each row's stamp
-    derived from the very cells read (so a kept entry is exactly what was read)."""
+    derived from the very cells read (so a kept entry is exactly what was read). Rows of
+    series ``named`` drops are read too (cheaper than a scan of every stamp first, the
+    same a read of the rows' values would have to make), counted as dropped, not kept."""
     stamps, weights = keeper.stamps, keeper.weights
     for start, stop in ranges:
+        dropped: list[tuple[bytes, int, int, int]] = []
         for key, row, cells, newest, weight in table.scan_stamped(start, stop, "t"):
-            if keep is None or keep(key):
-                stamps[key] = (cells, newest)
-                weights[key] = weight
-                yield key, row
+            if keep is not None and not keep(key):
+                continue
+            if named is not None and not named(key):
+                dropped.append((key, cells, newest, weight))
+                continue
+            stamps[key] = (cells, newest)
+            weights[key] = weight
+            yield key, row
+        count_dropped(dropped)
 
 
 def _sort_stamped(keeper: Keeper, stamped: list[Any], keep: KeyTest | None,
