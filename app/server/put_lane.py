@@ -100,7 +100,7 @@ class PutLane:
     def _write_here(self) -> None:
         """Store the waiting puts on the loop; answer them once durable."""
         self._here_soon = False
-        if self._writing:  # a group went to a thread meanwhile: the rest follow it
+        if self._writing or not self._waiting:  # a thread took them, or follows with them
             return
         group, self._waiting = self._waiting, []
         started = time.perf_counter()
@@ -118,11 +118,19 @@ class PutLane:
 
     def _durable(self, group: list[_Put], stored: list[StoredPut | None], started: float,
                  synced: asyncio.Future[None]) -> None:
-        error = None if synced.cancelled() else synced.exception()
+        if synced.cancelled():  # the loop is closing: not known durable, not answered
+            self._answered(group, None, None)
+            return
+        error = synced.exception()
         if error is not None:  # the sync failed: nothing of the group is known to be stored
             stored = self.direct.unsynced(stored, error)
         if all(outcome is not None and outcome.complete for outcome in stored):
-            self._answered(group, self._replies(group, stored, started), None)
+            try:
+                replies = self._replies(group, stored, started)
+            except Exception as exc:  # as a thread's failure: each put learns it
+                self._answered(group, None, exc)
+                return
+            self._answered(group, replies, None)
             return
         self._writing += 1  # the app answers in a thread: later puts wait their turn
         replied = self.in_thread(self._replies, group, stored, started)

@@ -6,7 +6,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
-from app.storage.base import SCAN_MANY, SCAN_STAMPED, SCAN_STAMPS_SIZED, Row, able, scan_ranges
+from app.storage.base import (
+    ROW_REGEX,
+    SCAN_MANY,
+    SCAN_STAMPED,
+    SCAN_STAMPS_SIZED,
+    Row,
+    able,
+    scan_ranges,
+)
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, StampedRow
 from app.tsdb.read.keep import Keeper
 from app.tsdb.read.keys import KeyRange, series_order
@@ -38,7 +46,11 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
         # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
         one_pass = able(table, SCAN_STAMPED) is not None and (
             len(ranges) == 1 or able(table, SCAN_MANY) is None)
-        warm = _warm(cache, table, ranges) if one_pass else True
+        # Series a name filter drops are read in the one pass too: where the store narrows
+        # the scan on its servers (HBase's row-key regexp), few; elsewhere stamps come first,
+        # with each row's size, so that the dropped rows are counted unread.
+        named_ok = named is None or able(table, ROW_REGEX) is not None
+        warm = _warm(cache, table, ranges) if one_pass and named_ok else True
         if warm is None:  # no row at all: as if the scan had come a moment earlier
             keeper.stamps = {}
             return [], iter(())
