@@ -261,6 +261,15 @@ class SqliteStore:
     def prompting(self) -> bool:
         return getattr(self._local, "prompt", False)
 
+    def merge_first(self, db: sqlite3.Connection, table: str) -> None:
+        """In a write transaction, merge ``table``'s staged cells, if any, before what it
+        writes (older cells first); a prompt write refuses (:class:`WriteBusy`): a merge is
+        long."""
+        if has_staged(db, table):
+            if self.prompting():
+                raise WriteBusy("staged cells to merge first")
+            merge_staged(db, table, self.pack_cells)
+
     def durable(self) -> Future[None]:
         """Done when every prompt write of this process so far is on disk (sqlite_sync.py)."""
         return self._wal_sync.durable()
@@ -350,10 +359,7 @@ class SqliteTable:
     def _transaction(self) -> Iterator[sqlite3.Connection]:
         """A write transaction on ``cells`` that first merges the table's staged cells."""
         with self.store.transaction() as db:
-            if has_staged(db, self.name):
-                if self.store.prompting():  # a merge is long: not in a prompt write
-                    raise WriteBusy("staged cells to merge first")
-                merge_staged(db, self.name, self.store.pack_cells)
+            self.store.merge_first(db, self.name)
             written_ms = now_ms()
             count_write(db, self.name, written_ms)
             mark_cells(db, self.name, written_ms)  # the merge's floor (sqlite_write)
@@ -638,8 +644,7 @@ class SqliteTable:
         if not rows:
             return 0
         with self.store.transaction() as db:
-            if has_staged(db, self.name):  # staged cells mark their rows as they merge
-                merge_staged(db, self.name, self.store.pack_cells)
+            self.store.merge_first(db, self.name)  # staged cells mark their rows as they merge
             if not sqlite_columns.enabled(db, self.name):
                 return 0  # nothing marks its rows yet: scan_columns starts that
             return sqlite_columns.put(db, self.name, rows)
@@ -650,8 +655,7 @@ class SqliteTable:
         if not blocks:
             return 0
         with self.store.transaction() as db:
-            if has_staged(db, self.name):  # staged cells mark their rows as they merge
-                merge_staged(db, self.name, self.store.pack_cells)
+            self.store.merge_first(db, self.name)  # staged cells mark their rows as they merge
             return sqlite_columns.put_blocks(db, self.name, blocks, parts, encode)
 
     def hour_prefixes(self, ranges: Sequence[tuple[bytes, bytes]]) -> list[bytes]:
@@ -669,8 +673,7 @@ class SqliteTable:
         if not hours:
             return 0
         with self.store.transaction() as db:
-            if has_staged(db, self.name):  # staged cells change their hours as they merge
-                merge_staged(db, self.name, self.store.pack_cells)
+            self.store.merge_first(db, self.name)  # staged cells change their hours as they merge
             return sqlite_hours.put(db, self.name, prefix_bytes, hours)
 
     def hours_to_strip(self) -> bool:

@@ -398,7 +398,7 @@ class GroupCommit:
                 # the hour cache's range stamps rely on (docs/cache.md).
                 written_ms = time.time_ns() // 1_000_000
                 for pending in group:
-                    _write(db, pending, written_ms, self._store.pack_cells, prompt)
+                    _write(db, pending, written_ms, self._store)
             merge = self._count(group)
         except BaseException as exc:  # every writer of the group learns it failed
             error = exc
@@ -434,19 +434,16 @@ class GroupCommit:
         return True
 
 
-def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int, pack: bool,
-           prompt: bool) -> None:
+def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int,
+           store: SqliteStore) -> None:
     count_write(db, pending.table, written_ms)
     if not pending.direct:
         db.execute("INSERT INTO staged_batches (tbl, ts, cells, data, cell_index)"
                    " VALUES (?, ?, ?, ?, ?)", (pending.table, written_ms, pending.cells,
                                               pending.blob, pending.cell_index))
         return
-    if has_staged(db, pending.table):  # older staged cells first: these are newer
-        if prompt:  # a merge is long: not in a prompt write
-            raise WriteBusy("staged cells to merge first")
-        merge_staged(db, pending.table, pack)
-    insert_packed(db, records_of(pending.table, pending.puts, written_ms), pack)
+    store.merge_first(db, pending.table)  # older staged cells first: these are newer
+    insert_packed(db, records_of(pending.table, pending.puts, written_ms), store.pack_cells)
     mark_cells(db, pending.table, written_ms)
 
 
