@@ -23,6 +23,7 @@ from prometheus_client import (
     Histogram,
     generate_latest,
 )
+from prometheus_client.metrics_core import Metric
 from prometheus_client.multiprocess import MultiProcessCollector, mark_process_dead
 from prometheus_client.registry import Collector
 
@@ -82,13 +83,28 @@ def multiproc_dir() -> str | None:
     return os.environ.get(MULTIPROC_ENV) or None
 
 
+class WorkersCollector(MultiProcessCollector):
+    """Every worker's metric files, less those still empty.
+
+    A process creates its file before it sizes it. A read in between (a worker booting while
+    another answers ``/api/stats``) failed the whole read with ``struct.error``; a process
+    killed in between left the empty file for good (prometheus/client_python#1199). A file
+    never shrinks back to empty, so one found non-empty reads whole.
+    """
+
+    def collect(self) -> Iterable[Metric]:
+        files = [name for name in glob.glob(os.path.join(self._path, "*.db"))
+                 if os.path.getsize(name) > 0]
+        return self.merge(files, accumulate=True)
+
+
 def registry() -> CollectorRegistry:
     """What to read: every worker's files, or this process's memory."""
     path = multiproc_dir()
     if path is None:
         return REGISTRY
     merged = CollectorRegistry()
-    MultiProcessCollector(merged, path=path)
+    WorkersCollector(merged, path=path)
     return merged
 
 
