@@ -46,6 +46,8 @@ SETTLED_MS = 5_000
 # block or arrays of their own). Traced at 700-740 bytes per entry (tests/unit/tsdb/
 # test_hour_cache.py measures it); 200 was counted before, a quarter of what was held.
 ENTRY_OVERHEAD_BYTES = 720
+# Cold reads remembered as waiting for their rows to settle (``HourCache.settle_later``).
+MAX_SETTLING = 1024
 
 
 class Block:
@@ -122,6 +124,8 @@ class HourCache:
         self._ranges = 0  # range entries among the entries
         # The blocks some entry holds, by id: a handful, where entries are thousands.
         self._blocks: dict[int, Block] = {}
+        # (table, first row key of a read) -> when most of its rows settle (settle_later).
+        self._settling: OrderedDict[tuple[str, bytes], int] = OrderedDict()
 
     def __len__(self) -> int:
         """Row entries kept (range entries are counted by :attr:`ranges`)."""
@@ -245,12 +249,33 @@ class HourCache:
                 self._drop(oldest)
                 self.stats.evictions += 1
 
+    def settle_later(self, table: str, key: bytes, until_ms: int) -> None:
+        """A cold read of rows from ``key`` on could keep few of them: most are of closed
+        hours but too new, and settle at ``until_ms`` (a compaction or late points just
+        rewrote them). Reads from ``key`` stay cold until then (:meth:`settling`): a warm
+        read would scan every stamp, then the rows it lacks, twice a cold read's work."""
+        with self._lock:
+            self._settling[(table, key)] = until_ms
+            self._settling.move_to_end((table, key))
+            while len(self._settling) > MAX_SETTLING:
+                self._settling.popitem(last=False)
+
+    def settling(self, table: str, key: bytes, now_ms: int) -> bool:
+        """Whether a read of rows from ``key`` is to stay cold (:meth:`settle_later`): until
+        the rows settle, and for the first read after, which keeps them."""
+        with self._lock:
+            until_ms = self._settling.get((table, key))
+            if until_ms is not None and now_ms >= until_ms:
+                del self._settling[(table, key)]
+            return until_ms is not None
+
     def clear(self) -> None:
         with self._lock:
             for block in self._blocks.values():
                 block.rows = 0  # a block kept again later is counted afresh
             self._entries.clear()
             self._blocks.clear()
+            self._settling.clear()
             self.bytes = self._ranges = 0
 
     def _drop(self, slot: tuple[str, bytes]) -> None:
@@ -284,7 +309,12 @@ def clock_ms() -> int:
 
 def keepable(base_s: int, span_s: int, stamp: Stamp, now_ms: int) -> bool:
     """Whether a row's decode may be kept: its hour is over and its newest cell settled."""
-    return (base_s + span_s) * 1000 + SETTLED_MS <= now_ms and stamp[1] + SETTLED_MS <= now_ms
+    return settles_at_ms(base_s, span_s, stamp) <= now_ms
+
+
+def settles_at_ms(base_s: int, span_s: int, stamp: Stamp) -> int:
+    """When a row's decode becomes keepable: its hour over and its newest cell settled."""
+    return max((base_s + span_s) * 1000, stamp[1]) + SETTLED_MS
 
 
 _CACHES: weakref.WeakKeyDictionary[TSDB, HourCache] = weakref.WeakKeyDictionary()

@@ -335,3 +335,44 @@ def test_a_range_written_just_now_is_read_in_one_pass(tsdb: TSDB,
     assert the_cache(tsdb).ranges == 0
     # the first row's stamp (warm or cold?), then the rows and their stamps in one scan
     assert calls == {"scan_stamps": 1, "scan_stamped": 1}
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_rows_settling_one_after_another_are_read_in_one_pass_until_all_are_kept(
+        tsdb: TSDB, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HBase, closed hours rewritten a moment ago row after row (a compaction), so that the
+    first rows settle, and are kept, before the others: a read must not take the range for
+    warm on its first row alone (every stamp scanned, then most rows again: twice the region
+    servers' work) but read it in one pass until the rest settle, and once more after, which
+    keeps them; only then does a warm read scan stamps alone."""
+    closed_ranges._ASKED.clear()
+    closed_ranges._UNSETTLED.clear()
+    real = hour_cache.clock_ms
+    write(tsdb, POINTS["a"], "a")  # host a's rows come first in the range (its UID: first)
+    a_written_ms = real()
+    time.sleep(0.3)  # HBase stamps cells on this machine's clock
+    for host in ("b", "c"):
+        write(tsdb, POINTS[host], host)
+    all_written_ms = real()
+    now_ms = [a_written_ms + hour_cache.SETTLED_MS + 100]  # a's rows settled, not the others
+    monkeypatch.setattr(hour_cache, "clock_ms", lambda: now_ms[0])
+    client, m = app_over(tsdb).test_client(), "none:range.m"
+    whole = (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
+    assert answer(client, m) == whole  # cold: a's rows kept
+    assert answer(client, m) == whole  # the range stamped once: too new to keep
+    calls = Counter[str]()
+    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
+                 "rows", "row"):
+        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
+
+    def read_counted() -> Counter[str]:
+        calls.clear()
+        assert answer(client, m) == whole
+        return Counter(calls)
+
+    one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
+    assert read_counted() == one_pass  # the first row kept, most rows not settled
+    now_ms[0] = all_written_ms + hour_cache.SETTLED_MS + 100
+    assert read_counted() == one_pass  # all settled: this read keeps them
+    warm = read_counted()  # the range's stamps, every row kept
+    assert warm["scan_stamped"] == warm["scan"] == warm["rows"] == 0, warm

@@ -15,6 +15,7 @@ from app.storage.base import (
     able,
     scan_ranges,
 )
+from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, StampedRow
 from app.tsdb.read.keep import Keeper
 from app.tsdb.read.keys import KeyRange, series_order
@@ -110,7 +111,10 @@ def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | No
     others are likely kept too (a dashboard asking again), else the read is cold. None
     when the ranges hold no row (an hour not begun: nothing to read at all)."""
     first = first_row(table, ranges)
-    return None if first is None else cache.holds(table.name, *first)
+    if first is None:
+        return None
+    return (cache.holds(table.name, *first)
+            and not cache.settling(table.name, first[0], hour_cache.clock_ms()))
 
 
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,
@@ -121,9 +125,11 @@ def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyT
     series ``named`` drops are read too (cheaper than a scan of every stamp first, the
     same a read of the rows' values would have to make), counted as dropped, not kept."""
     stamps, weights = keeper.stamps, keeper.weights
+    first: bytes | None = None
     for start, stop in ranges:
         dropped: list[tuple[bytes, int, int, int]] = []
         for key, row, cells, newest, weight in table.scan_stamped(start, stop, "t"):
+            first = key if first is None else first
             if keep is not None and not keep(key):
                 continue
             if named is not None and not named(key):
@@ -133,6 +139,11 @@ def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyT
             weights[key] = weight
             yield key, row
         count_dropped(dropped)
+    # Most rows too new to keep, but not for long (just compacted, say): reads stay cold
+    # until they settle (_warm), else the next would scan the stamps, then the rows again.
+    settling, until_ms = keeper.settling_soon(hour_cache.clock_ms())
+    if first is not None and settling and settling * COLD_SHARE >= len(stamps):
+        keeper.cache.settle_later(table.name, first, until_ms)
 
 
 def _sort_stamped(keeper: Keeper, stamped: list[Any], keep: KeyTest | None,

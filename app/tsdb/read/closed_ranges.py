@@ -145,12 +145,15 @@ def _stamp_worth_a_scan(space: str, shape: bytes, asked: bool) -> bool:
     """HBase, whose range stamp is a scan of every row's stamp, which a cold read in one
     pass does without: paid from the second read of the same ranges (a dashboard), unless
     their last stamp showed cells not settled yet (nothing read now could be kept: the stamp
-    would only be followed by a scan of the rows)."""
+    would only be followed by a scan of the rows), nor by the first read after they settle
+    (which keeps the rows: the stamp would find none kept)."""
     if not asked:
         return False
     with _MEMORY_LOCK:
         until_ms = _UNSETTLED.get((space, shape))
-    return until_ms is None or hour_cache.clock_ms() >= until_ms
+        if until_ms is not None and hour_cache.clock_ms() >= until_ms:
+            del _UNSETTLED[(space, shape)]
+    return until_ms is None
 
 
 def _remember_unsettled(space: str, shape: bytes, stamp: hour_cache.Stamp) -> None:

@@ -11,7 +11,7 @@ import numpy as np
 from app.storage import codec
 from app.storage.base import Row
 from app.tsdb import hour_cache
-from app.tsdb.hour_cache import CachedRow, HourCache, Stamp, keepable
+from app.tsdb.hour_cache import SETTLED_MS, CachedRow, HourCache, Stamp, keepable, settles_at_ms
 from app.tsdb.read.decode import (
     concatenated,
     decode_pass,
@@ -47,6 +47,17 @@ class Keeper:
         if weight is None:
             weight = self.weights[key] = stored_bytes(key, cells)
         return weight
+
+    def settling_soon(self, now_ms: int) -> tuple[int, int]:
+        """Of the rows read from storage, how many are not keepable yet but will be within
+        ``SETTLED_MS`` (a closed hour's rows just rewritten), and when the last of them is."""
+        stamps = self.stamps
+        if not stamps or max(newest for _, newest in stamps.values()) + SETTLED_MS <= now_ms:
+            return 0, 0  # every row settled (the common case: no step per row)
+        soon = [at for at in (settles_at_ms(base_time_s(self.layout, key), self.span_s, stamp)
+                              for key, stamp in stamps.items())
+                if now_ms < at <= now_ms + SETTLED_MS]
+        return len(soon), max(soon, default=0)
 
     def decode(self, groups: Sequence[SeriesRows], decode_row: DecodeRow
                ) -> list[codec.DecodedRow]:
