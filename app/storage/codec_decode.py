@@ -50,7 +50,7 @@ from app.storage.codec_cells import (
     cell_points,
     cell_rank,
 )
-from app.storage.packed_cells import PackedCells
+from app.storage.codec_singles import joined_singles
 
 Int64s = npt.NDArray[np.int64]
 UInt8s = npt.NDArray[np.uint8]
@@ -164,10 +164,6 @@ def _stored(value: bytes | memoryview) -> bytes:
     return value
 
 
-# Rows of at least this many cells are tried as single points in bulk (``_add_singles``).
-SINGLES_ROW_CELLS = 8
-
-
 class _Batch:
     """Cells of many hour rows of one series, collected for one vectorised decode."""
 
@@ -191,15 +187,19 @@ class _Batch:
         qualifiers, ~360 points) taken without a call or attribute lookup: a cold read
         feeds ~24,000 rows a second through here, so per-row overhead is most of its cost.
         A row not compacted yet (one cell per point) is taken whole when it can be
-        (:meth:`_add_singles`): a step per cell was most of a fresh read's decode.
+        (``codec_singles``): a step per cell was most of a fresh read's decode.
         """
+        rows = rows if isinstance(rows, list) else list(rows)
         base_ms, seconds = self.row_base_ms, self.seconds
         quals, vals, owners = seconds.quals, seconds.vals, seconds.rows
         skip = len(prefix)
-        for base_time_s, cells in rows:
+        for (base_time_s, cells), joined in zip(rows, joined_singles(rows, prefix)):
             row = len(base_ms)
             base_ms.append(base_time_s * 1000)
-            if len(cells) >= SINGLES_ROW_CELLS and self._add_singles(row, cells, prefix):
+            if joined is not None:  # the row's single cells as one segment
+                quals.append(joined[0])
+                vals.append(joined[1])
+                owners.append(row)
                 continue
             for column, v in cells.items():
                 if not column.startswith(prefix):
@@ -213,39 +213,6 @@ class _Batch:
                     owners.append(row)
                 else:  # any other cell (singles, ms, appends, notes) as add_row takes it
                     self._add_cell(row, q, v)
-
-    def _add_singles(self, row: int, cells: Mapping[bytes, bytes], prefix: bytes) -> bool:
-        """A row of single second-resolution points only (an hour not compacted yet: one
-        cell per point) taken as one segment, its qualifiers and values joined, as a
-        compacted column of the same points is; False (nothing taken) for any other row.
-
-        Checked in bulk first, so the segment decodes exactly as the cells one by one would:
-        every column is ``prefix`` + a 2-byte qualifier without the ms flag, every value as
-        long as its flags say (else a cell written before 2.0 to fix, per cell), offsets
-        strictly ascending (no duplicate timestamp, whose winner is decided per cell)."""
-        count = len(cells)
-        width = len(prefix) + 2
-        if isinstance(cells, PackedCells):  # already joined as read (HBase)
-            columns, lengths = cells.joined_columns, cells.value_sizes
-        else:
-            columns = b"".join(cells)
-        if len(columns) != count * width or not columns.startswith(prefix):
-            return False
-        grid = np.frombuffer(columns, np.uint8).reshape(count, width)
-        words = (grid[:, -2].astype(np.int64) << 8) | grid[:, -1]
-        if not isinstance(cells, PackedCells):
-            lengths = np.fromiter(map(len, cells.values()), np.int64, count)
-        if not ((grid[:, :-2] == np.frombuffer(prefix, np.uint8)).all()
-                and int(words.max()) < MS_BYTE_FLAG << 8
-                and ((words & LENGTH_MASK) + 1 == lengths).all()
-                and (np.diff(words >> FLAG_BITS) > 0).all()):
-            return False
-        group = self.seconds
-        group.quals.append(grid[:, -2:].tobytes())
-        group.vals.append(cells.joined_values if isinstance(cells, PackedCells)
-                          else b"".join(cells.values()))
-        group.rows.append(row)
-        return True
 
     def _add_cell(self, row: int, q: bytes, v: bytes) -> None:
         n = len(q)

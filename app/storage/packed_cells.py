@@ -3,7 +3,7 @@ its entries only when something reads it as a dict.
 
 The HBase backend reads a row's columns and values as two joined byte strings
 (``hbase_reply``, ``hbase_native.cellblock``); the decoder's bulk path for a row not
-compacted yet wants exactly those (``codec_decode._Batch._add_singles``), and a read's
+compacted yet wants exactly those (``codec_singles.joined_singles``), and a read's
 bookkeeping only its size (:meth:`PackedCells.stored_bytes`) and whether a column is odd
 (:meth:`PackedCells.has_odd_column`: a note). Splitting a row of one cell per point into a
 key and a value object per cell, and a dict entry for each, was most of the client's CPU of a

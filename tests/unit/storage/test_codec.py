@@ -34,6 +34,8 @@ from app.storage.codec import (
     salt_bucket,
 )
 from app.storage.codec_decode import decode_stored_rows
+from app.storage.codec_singles import joined_singles
+from app.storage.packed_cells import PackedCells
 
 
 def h(text: str) -> bytes:
@@ -509,6 +511,24 @@ def test_decode_a_row_not_compacted_yet_beside_other_columns() -> None:
              b"t:" + h("010002"): b"{}", b"x:" + h("0000"): h("09")}
     row = decode_stored_rows([(BASE, cells)], b"t:")
     assert points(row) == [*FRESH_POINTS, (BASE * 1000 + 7500, 1.0)]
+
+
+def test_rows_of_single_cells_are_joined_whole_when_every_cell_allows() -> None:
+    """The bulk path's check, rows of several kinds side by side in one call: FRESH's cells
+    (values of 1 to 8 bytes) joined whole, from a dict or joined as HBase reads them; not a
+    row with two cells out of order, one with a cell to fix, one of too few cells, nor one
+    with a 2-byte qualifier flagged as milliseconds."""
+    quals, values = b"".join(q for q, _ in FRESH), b"".join(v for _, v in FRESH)
+    columns = [b"t:" + q for q, _ in FRESH]
+    packed = PackedCells(b"".join(columns), np.cumsum([len(c) for c in columns]), values,
+                         np.cumsum([len(v) for _, v in FRESH]))
+    swapped = stored([FRESH[1], FRESH[0], *FRESH[2:]])
+    to_fix = stored([*FRESH, (h("0083"), long(6))])
+    ms_flagged = stored([*FRESH, (h("F000"), h("01"))])  # 2 bytes, no second offset: odd
+    rows = [(BASE, stored(FRESH)), (BASE, swapped), (BASE, packed), (BASE, to_fix),
+            (BASE, stored(FRESH[:7])), (BASE, ms_flagged), (BASE, packed)]
+    assert joined_singles(rows, b"t:") == [(quals, values), None, (quals, values), None, None,
+                                           None, (quals, values)]
 
 
 # --- compaction (TestCompactionQueue) ------------------------------------------------------

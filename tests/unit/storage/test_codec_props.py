@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import random
 from collections.abc import Sequence
+from itertools import accumulate
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -30,6 +31,7 @@ from app.storage.codec import (
     salt_bucket,
 )
 from app.storage.codec_decode import decode_stored_rows
+from app.storage.packed_cells import PackedCells
 
 SETTINGS = settings(deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
@@ -358,4 +360,35 @@ def test_rows_not_compacted_yet_decode_as_their_cells(hours: list[tuple[int, lis
         cells = single_cells(pts)
         rows.append((base, {b"t:" + q: v for q, v in (sorted(cells) if column_order else cells)}))
     want = expected([p for pts in by_base.values() for p in pts])
+    assert observed(decode_stored_rows(rows, b"t:")) == want
+
+
+def as_read(cells: list[tuple[bytes, bytes]], packed: bool) -> dict[bytes, bytes]:
+    """A row's cells as a store returns them: a dict, or joined as HBase's reply carried them."""
+    if not packed:
+        return dict(cells)
+    columns, row_values = [c for c, _ in cells], [v for _, v in cells]
+    return PackedCells(b"".join(columns), list(accumulate(map(len, columns))),
+                       b"".join(row_values), list(accumulate(map(len, row_values))))
+
+
+@SETTINGS
+@given(st.lists(st.tuples(second_points(), st.booleans(), st.booleans(), st.booleans()),
+                min_size=1, max_size=8))
+def test_rows_of_single_cells_decode_as_their_cells_whatever_the_rows_beside_them(
+        rows_drawn: list[tuple[tuple[int, list[Point]], bool, bool, bool]]) -> None:
+    """Many rows in one call, each of single cells (dicts, or joined as HBase reads them) in
+    column order or not, some with a cell of another resolution or a note: the rows checked
+    together for the bulk path must each decode exactly as its own cells."""
+    by_base: dict[int, tuple[list[Point], dict[bytes, bytes]]] = {}
+    for (base, pts), packed, shuffled, odd in rows_drawn:
+        cells = [(b"t:" + q, v) for q, v in single_cells(pts)]
+        cells = cells[::-1] if shuffled else sorted(cells)
+        if odd:  # an ms point at +0.5 s (its own timestamp), then a note
+            pts = [*pts, (base * 1000 + 500, 7)]
+            cells = [*cells, (b"t:" + point_cell(base * 1000 + 500, 7)[1], point_cell(
+                base * 1000 + 500, 7)[2]), (b"t:\x01\x00\x00", b"{}")]
+        by_base[base] = (pts, as_read(cells, packed))
+    want = expected([p for pts, _ in by_base.values() for p in pts])
+    rows = [(base, cells) for base, (_, cells) in by_base.items()]
     assert observed(decode_stored_rows(rows, b"t:")) == want
