@@ -212,6 +212,15 @@ class ScanStampsSized(Protocol):
 
 
 @runtime_checkable
+class StampCost(Protocol):
+    def stamp_dearer_than_values(self, cells: int) -> bool:
+        """Whether a row of ``cells`` cells costs the storage servers more to stamp
+        (:meth:`ScanStamps.scan_stamps`) than to read whole, values and all: then a read
+        that might find it kept reads it whole instead."""
+        ...
+
+
+@runtime_checkable
 class ScanMany(Protocol):
     def scan_many(self, ranges: Sequence[Range],
                   columns: Sequence[bytes] | None = None) -> Iterator[tuple[bytes, Row]]:
@@ -456,6 +465,7 @@ SCAN_STAMPS: Ability[ScanStamps] = Ability("scan_stamps", ScanStamps)
 SCAN_STAMPED: Ability[ScanStamped] = Ability("scan_stamped", ScanStamped)
 SCAN_STAMPS_SIZED: Ability[ScanStampsSized] = Ability("scan_stamps_sized", ScanStampsSized)
 SCAN_MANY: Ability[ScanMany] = Ability("scan_many", ScanMany)
+STAMP_COST: Ability[StampCost] = Ability("stamp_dearer_than_values", StampCost)
 RANGE_STAMP: Ability[RangeStamp] = Ability("range_stamp", RangeStamp)
 RANGE_NEWEST: Ability[RangeNewest] = Ability("range_newest", RangeNewest)
 SCAN_PACKED: Ability[ScanPacked] = Ability("scan_packed", ScanPacked)
@@ -473,7 +483,7 @@ HOUR_COLUMN: Ability[HourColumn] = Ability("hour_column", HourColumn)
 ABILITIES: tuple[Ability[Any], ...] = (
     SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
     SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN, STORE_STATS)
+    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN, STORE_STATS, STAMP_COST)
 """Every optional ability (its name is the method it adds)."""
 
 

@@ -20,6 +20,10 @@ from app.tsdb.hour_cache import cache_for
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb, write_from_another_process
 
+# The cache's workings, on rows of single cells: on HBase as on compacted rows (rows not
+# compacted, a warm read on HBase reads whole: test_range_cache's test_rows_not_compacted_...).
+pytestmark = pytest.mark.usefixtures("stamps_cheap")
+
 HOUR_S = 3600
 # Three closed hours, well before now.
 BASE_S = (int(time.time()) // HOUR_S - 6) * HOUR_S

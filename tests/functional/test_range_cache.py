@@ -17,13 +17,18 @@ import pytest
 from flask.testing import FlaskClient
 
 from app import create_app
-from app.storage.hbase import HBaseTable
+from app.storage import hbase
+from app.storage.hbase import STAMP_DEARER_CELLS, HBaseTable
 from app.tsdb import TSDB, hour_cache
 from app.tsdb.compaction import compact_table
 from app.tsdb.hour_cache import HourCache, cache_for
 from app.tsdb.read import closed_ranges
 from app.tsdb.writer import DataPoint, PointWriter
 from tests.conftest import app_over, make_tsdb, write_from_another_process
+
+# The cache's workings, on rows of single cells: on HBase as on compacted rows (rows not
+# compacted, a warm read on HBase reads whole: test_range_cache's test_rows_not_compacted_...).
+pytestmark = pytest.mark.usefixtures("stamps_cheap")
 
 HOUR_S = 3600
 BASE_S = (int(time.time()) // HOUR_S - 8) * HOUR_S  # four closed hours, well before now
@@ -320,7 +325,7 @@ def test_a_range_written_just_now_is_read_in_one_pass(tsdb: TSDB,
     range in one pass (values and stamps together), not its stamps first and then its rows:
     two full scans of the region servers per query until the rows settle."""
     closed_ranges._ASKED.clear()
-    closed_ranges._UNSETTLED.clear()
+    closed_ranges._NO_STAMP.clear()
     for host, points in POINTS.items():
         write(tsdb, points, host)
     client, m = app_over(tsdb).test_client(), "none:range.m"  # no name filter to run
@@ -346,7 +351,7 @@ def test_rows_settling_one_after_another_are_read_in_one_pass_until_all_are_kept
     servers' work) but read it in one pass until the rest settle, and once more after, which
     keeps them; only then does a warm read scan stamps alone."""
     closed_ranges._ASKED.clear()
-    closed_ranges._UNSETTLED.clear()
+    closed_ranges._NO_STAMP.clear()
     real = hour_cache.clock_ms
     write(tsdb, POINTS["a"], "a")  # host a's rows come first in the range (its UID: first)
     a_written_ms = real()
@@ -376,3 +381,36 @@ def test_rows_settling_one_after_another_are_read_in_one_pass_until_all_are_kept
     assert read_counted() == one_pass  # all settled: this read keeps them
     warm = read_counted()  # the range's stamps, every row kept
     assert warm["scan_stamped"] == warm["scan"] == warm["rows"] == 0, warm
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_rows_not_compacted_are_read_whole_on_hbase_and_once_compacted_stamped(
+        tsdb: TSDB, loaded: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HBase, closed hours of single cells (not compacted): a row's stamp is a key-only scan
+    of every cell, dearer to the region servers than the row read whole, so a dashboard's
+    warm reads go in one pass (values and stamps together), and once one range stamp has
+    shown the rows not compacted, without one for a while. Compacted, the rows are stamped
+    again and answered from the cache."""
+    monkeypatch.setattr(hbase, "STAMP_DEARER_CELLS", STAMP_DEARER_CELLS)  # the real rule
+    client, m = loaded, "none:range.m"
+    whole = (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
+    assert answer(client, m) == whole  # cold
+    assert answer(client, m) == whole  # the range stamped once: rows not compacted
+    calls = Counter[str]()
+    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
+                 "rows", "row"):
+        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
+
+    def read_counted() -> Counter[str]:
+        calls.clear()
+        assert answer(client, m) == whole
+        return Counter(calls)
+
+    one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
+    assert read_counted() == one_pass
+    assert read_counted() == one_pass
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    assert read_counted() == one_pass  # compacted: not kept yet
+    hits = the_cache(tsdb).stats.hits
+    assert read_counted() == {"scan_stamps": 2}  # the first row's stamp, then every row's
+    assert the_cache(tsdb).stats.hits == hits + 3 * HOURS

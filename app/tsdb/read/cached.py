@@ -11,6 +11,7 @@ from app.storage.base import (
     SCAN_MANY,
     SCAN_STAMPED,
     SCAN_STAMPS_SIZED,
+    STAMP_COST,
     Row,
     able,
     scan_ranges,
@@ -108,13 +109,23 @@ def first_row(table: Any, ranges: Sequence[KeyRange]) -> tuple[bytes, Stamp] | N
 
 def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | None:
     """Whether the cache holds the first row of the ranges as it is stored: then the
-    others are likely kept too (a dashboard asking again), else the read is cold. None
-    when the ranges hold no row (an hour not begun: nothing to read at all)."""
+    others are likely kept too (a dashboard asking again), else the read is cold (and when
+    the row is dearer to stamp than to read). None when the ranges hold no row (an hour not
+    begun: nothing to read at all)."""
     first = first_row(table, ranges)
     if first is None:
         return None
+    if stamps_dearer(table, first[1][0]):
+        return False  # rows not compacted (HBase): read whole, as cheap as their stamps
     return (cache.holds(table.name, *first)
             and not cache.settling(table.name, first[0], hour_cache.clock_ms()))
+
+
+def stamps_dearer(table: Any, cells: int) -> bool:
+    """Whether rows of ``cells`` cells (each, or on average) cost the store more to stamp
+    than to read whole (``StampCost``): then a warm read would cost more than a cold one."""
+    cost = able(table, STAMP_COST)
+    return cost is not None and cost.stamp_dearer_than_values(cells)
 
 
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,

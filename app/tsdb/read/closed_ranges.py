@@ -29,7 +29,7 @@ from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
 from app.tsdb.read import hour_columns, hour_reads
-from app.tsdb.read.cached import first_row
+from app.tsdb.read.cached import first_row, stamps_dearer
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -46,10 +46,14 @@ RANGE_SETTLED_MS = 30_000
 _DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
 # Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
 _ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
-# Ranges on HBase whose last stamp showed cells too new for any entry (range or row) to be
-# kept, by the time (ms) they settle: until then a range stamp (a scan) would only be
-# followed by a scan of the rows, so their reads go row by row (one pass) instead.
-_UNSETTLED: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+# Ranges on HBase whose last stamp showed a range stamp (a scan) not worth its cost, by the
+# time (ms) it may be again; until then their reads go row by row (one pass) instead. Cells
+# too new for any entry (range or row) to be kept, until they settle: the stamp would only be
+# followed by a scan of the rows. Rows not compacted, for a while (a compaction may come):
+# stamping them costs the region servers more than reading them whole (StampCost).
+_NO_STAMP: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+# How long ranges found not compacted go unstamped.
+UNCOMPACTED_UNSTAMPED_MS = 60_000
 MAX_REMEMBERED = 1024
 _MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
 
@@ -98,7 +102,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int,
     if able(table, RANGE_STAMP) is None and not _stamp_worth_a_scan(space, shape, asked):
         return None
     stamp, rows = range_stamp(table, ranges)
-    _remember_unsettled(space, shape, stamp)
+    _remember_no_stamp(space, shape, stamp, rows, table)
     entry = cache.get_range(space, shape, stamp)
     if entry is not None:
         kept: Kept = entry.payload  # type: ignore[assignment]
@@ -144,28 +148,31 @@ def read_before(reader: RowReader, first_s: int, last_s: int) -> bool:
 def _stamp_worth_a_scan(space: str, shape: bytes, asked: bool) -> bool:
     """HBase, whose range stamp is a scan of every row's stamp, which a cold read in one
     pass does without: paid from the second read of the same ranges (a dashboard), unless
-    their last stamp showed cells not settled yet (nothing read now could be kept: the stamp
-    would only be followed by a scan of the rows), nor by the first read after they settle
-    (which keeps the rows: the stamp would find none kept)."""
+    their last stamp showed it not worth it for now (``_NO_STAMP``), nor by the first read
+    after (which keeps the rows settled since: the stamp would find none kept)."""
     if not asked:
         return False
     with _MEMORY_LOCK:
-        until_ms = _UNSETTLED.get((space, shape))
+        until_ms = _NO_STAMP.get((space, shape))
         if until_ms is not None and hour_cache.clock_ms() >= until_ms:
-            del _UNSETTLED[(space, shape)]
+            del _NO_STAMP[(space, shape)]
     return until_ms is None
 
 
-def _remember_unsettled(space: str, shape: bytes, stamp: hour_cache.Stamp) -> None:
-    """A range stamp scanned: until when its newest cell is too new to keep anything."""
+def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp,
+                       rows: Sequence[StampedRow] | None, table: Any) -> None:
+    """A range stamp scanned: until when another is not worth its scan (``_NO_STAMP``)."""
+    now_ms = hour_cache.clock_ms()
     until_ms = stamp[1] + hour_cache.SETTLED_MS
-    if until_ms <= hour_cache.clock_ms():
+    if rows and stamps_dearer(table, sum(row[1] for row in rows) // len(rows)):
+        until_ms = max(until_ms, now_ms + UNCOMPACTED_UNSTAMPED_MS)
+    if until_ms <= now_ms:
         return
     with _MEMORY_LOCK:
-        _UNSETTLED[(space, shape)] = until_ms
-        _UNSETTLED.move_to_end((space, shape))
-        while len(_UNSETTLED) > MAX_REMEMBERED:
-            _UNSETTLED.popitem(last=False)
+        _NO_STAMP[(space, shape)] = until_ms
+        _NO_STAMP.move_to_end((space, shape))
+        while len(_NO_STAMP) > MAX_REMEMBERED:
+            _NO_STAMP.popitem(last=False)
 
 
 def asked_before(space: str, shape: bytes) -> bool:
