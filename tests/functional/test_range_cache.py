@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -365,16 +365,7 @@ def test_rows_settling_one_after_another_are_read_in_one_pass_until_all_are_kept
     whole = (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
     assert answer(client, m) == whole  # cold: a's rows kept
     assert answer(client, m) == whole  # the range stamped once: too new to keep
-    calls = Counter[str]()
-    for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
-                 "rows", "row"):
-        monkeypatch.setattr(HBaseTable, name, _counted(getattr(HBaseTable, name), name, calls))
-
-    def read_counted() -> Counter[str]:
-        calls.clear()
-        assert answer(client, m) == whole
-        return Counter(calls)
-
+    read_counted = _reads_counted(client, m, whole, monkeypatch)
     one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
     assert read_counted() == one_pass  # the first row kept, most rows not settled
     now_ms[0] = all_written_ms + hour_cache.SETTLED_MS + 100
@@ -396,6 +387,20 @@ def test_rows_not_compacted_are_read_whole_on_hbase_and_once_compacted_stamped(
     whole = (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
     assert answer(client, m) == whole  # cold
     assert answer(client, m) == whole  # the range stamped once: rows not compacted
+    read_counted = _reads_counted(client, m, whole, monkeypatch)
+    one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
+    assert read_counted() == one_pass
+    assert read_counted() == one_pass
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
+    assert read_counted() == one_pass  # compacted: not kept yet
+    hits = the_cache(tsdb).stats.hits
+    assert read_counted() == {"scan_stamps": 2}  # the first row's stamp, then every row's
+    assert the_cache(tsdb).stats.hits == hits + 3 * HOURS
+
+
+def _reads_counted(client: FlaskClient, m: str, whole: Any,
+                   monkeypatch: pytest.MonkeyPatch) -> Callable[[], Counter[str]]:
+    """A read of ``m`` that must answer ``whole``, returning the HBase calls it made."""
     calls = Counter[str]()
     for name in ("scan", "scan_many", "scan_stamps", "scan_stamps_sized", "scan_stamped",
                  "rows", "row"):
@@ -405,12 +410,4 @@ def test_rows_not_compacted_are_read_whole_on_hbase_and_once_compacted_stamped(
         calls.clear()
         assert answer(client, m) == whole
         return Counter(calls)
-
-    one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
-    assert read_counted() == one_pass
-    assert read_counted() == one_pass
-    compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
-    assert read_counted() == one_pass  # compacted: not kept yet
-    hits = the_cache(tsdb).stats.hits
-    assert read_counted() == {"scan_stamps": 2}  # the first row's stamp, then every row's
-    assert the_cache(tsdb).stats.hits == hits + 3 * HOURS
+    return read_counted
