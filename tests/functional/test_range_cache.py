@@ -398,6 +398,20 @@ def test_rows_not_compacted_are_read_whole_on_hbase_and_once_compacted_stamped(
     assert the_cache(tsdb).stats.hits == hits + 3 * HOURS
 
 
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_a_range_mostly_compacted_is_still_stamped_whole_on_hbase(
+        tsdb: TSDB, loaded: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HBase, a day's hours compacted but the last (a dashboard's usual range): the rows not
+    compacted are a few of the range's, so it is still stamped and answered from its entry;
+    reading it whole would fetch and decode every compacted row's values."""
+    monkeypatch.setattr(hbase, "STAMP_DEARER_CELLS", STAMP_DEARER_CELLS)  # the real rule
+    compact_table(tsdb.data_table(), tsdb.layout, now_s=BASE_S + (HOURS - 1) * HOUR_S)
+    first = dashboard(tsdb, loaded)
+    hits = the_cache(tsdb).stats.range_hits
+    assert answer(loaded) == first
+    assert the_cache(tsdb).stats.range_hits == hits + 1
+
+
 def _reads_counted(client: FlaskClient, m: str, whole: Any,
                    monkeypatch: pytest.MonkeyPatch) -> Callable[[], Counter[str]]:
     """A read of ``m`` that must answer ``whole``, returning the HBase calls it made."""

@@ -24,6 +24,9 @@ from app.tsdb.read.keys import KeyRange, series_order
 # Cold reads (at least this share of the scanned rows missing from the cache) stream the
 # ranges' values; warmer ones fetch only the missing rows by key.
 COLD_SHARE = 4
+# Rows are read whole rather than stamped when at least this share of them are dearer to
+# stamp than to read (StampCost).
+DEARER_SHARE = 0.75
 # Stamps read between checks of the deadline (stamps are cheap: checked less often).
 STAMP_CHECK_EVERY_ROWS = 64 * 256
 
@@ -115,17 +118,22 @@ def _warm(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool | No
     first = first_row(table, ranges)
     if first is None:
         return None
-    if stamps_dearer(table, first[1][0]):
+    if stamps_dearer(table, [first[1][0]]):
         return False  # rows not compacted (HBase): read whole, as cheap as their stamps
     return (cache.holds(table.name, *first)
             and not cache.settling(table.name, first[0], hour_cache.clock_ms()))
 
 
-def stamps_dearer(table: Any, cells: int) -> bool:
-    """Whether rows of ``cells`` cells (each, or on average) cost the store more to stamp
-    than to read whole (``StampCost``): then a warm read would cost more than a cold one."""
+def stamps_dearer(table: Any, cells: Sequence[int]) -> bool:
+    """Whether most rows of these cell counts (``DEARER_SHARE``) cost the store more to
+    stamp than to read whole (``StampCost``): then a warm read would cost more than a cold
+    one. Not when only some are (a day's hours compacted but the last): reading the others
+    whole would fetch and decode all their values."""
     cost = able(table, STAMP_COST)
-    return cost is not None and cost.stamp_dearer_than_values(cells)
+    if cost is None or not cells:
+        return False
+    dearer = sum(map(cost.stamp_dearer_than_values, cells))
+    return dearer >= DEARER_SHARE * len(cells)
 
 
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,

@@ -164,7 +164,7 @@ def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp,
     """A range stamp scanned: until when another is not worth its scan (``_NO_STAMP``)."""
     now_ms = hour_cache.clock_ms()
     until_ms = stamp[1] + hour_cache.SETTLED_MS
-    if rows and stamps_dearer(table, sum(row[1] for row in rows) // len(rows)):
+    if rows and stamps_dearer(table, [row[1] for row in rows]):
         until_ms = max(until_ms, now_ms + UNCOMPACTED_UNSTAMPED_MS)
     if until_ms <= now_ms:
         return
