@@ -39,6 +39,7 @@ def joined_singles(rows: Sequence[tuple[int, Mapping[bytes, bytes]]],
     if width & 1:  # read as 2-byte words below; no store's data prefix is of odd length
         return out
     picked: list[int] = []
+    counts: list[int] = []
     columns: list[bytes] = []
     values: list[bytes] = []
     ends: list[Sequence[int] | np.ndarray] = []
@@ -51,6 +52,7 @@ def joined_singles(rows: Sequence[tuple[int, Mapping[bytes, bytes]]],
         if len(joined) != count * width or not joined.startswith(prefix):
             continue
         picked.append(j)
+        counts.append(count)
         columns.append(joined)
         if packed is not None:
             values.append(packed.joined_values)
@@ -62,15 +64,14 @@ def joined_singles(rows: Sequence[tuple[int, Mapping[bytes, bytes]]],
         return out
     # Each column as 2-byte words: the prefix's, then the qualifier.
     grid = np.frombuffer(b"".join(columns), ">u2").reshape(-1, width // 2)
-    counts = np.fromiter((len(rows[j][1]) for j in picked), np.int64, len(picked))
-    starts = np.cumsum(counts) - counts
-    bad = _bad_cells(grid, prefix, _lengths(ends, values, counts), starts)
+    cells_per_row = np.array(counts, np.int64)
+    starts = np.cumsum(cells_per_row) - cells_per_row
+    bad = _bad_cells(grid, prefix, _lengths(ends, values, cells_per_row), starts)
     bad_rows = np.logical_or.reduceat(bad, starts)
     quals = grid[:, -1].tobytes()
-    for i, j in enumerate(picked):
+    for i, (j, start) in enumerate(zip(picked, starts.tolist())):
         if not bad_rows[i]:
-            start, end = 2 * int(starts[i]), 2 * int(starts[i] + counts[i])
-            out[j] = (quals[start:end], values[i])
+            out[j] = (quals[2 * start:2 * (start + counts[i])], values[i])
     return out
 
 
