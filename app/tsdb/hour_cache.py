@@ -46,8 +46,37 @@ SETTLED_MS = 5_000
 # block or arrays of their own). Traced at 700-740 bytes per entry (tests/unit/tsdb/
 # test_hour_cache.py measures it); 200 was counted before, a quarter of what was held.
 ENTRY_OVERHEAD_BYTES = 720
-# Cold reads remembered as waiting for their rows to settle (``HourCache.settle_later``).
-MAX_SETTLING = 1024
+# Keys a ``HeldBack`` remembers (the oldest forgotten).
+MAX_HELD_BACK = 1024
+
+
+class HeldBack:
+    """Keys held back until a time (ms), and for the first ask after it: reads of some rows
+    that must not go the warm way until those rows settle, and once more after, the read
+    that keeps them. Bounded (the oldest forgotten), thread-safe."""
+
+    def __init__(self) -> None:
+        self._until_ms: OrderedDict[object, int] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def hold(self, key: object, until_ms: int) -> None:
+        with self._lock:
+            self._until_ms[key] = until_ms
+            self._until_ms.move_to_end(key)
+            while len(self._until_ms) > MAX_HELD_BACK:
+                self._until_ms.popitem(last=False)
+
+    def held(self, key: object, now_ms: int) -> bool:
+        """Whether ``key`` is held back now: until its time, and the first ask after it."""
+        with self._lock:
+            until_ms = self._until_ms.get(key)
+            if until_ms is not None and now_ms >= until_ms:
+                del self._until_ms[key]
+            return until_ms is not None
+
+    def clear(self) -> None:
+        with self._lock:
+            self._until_ms.clear()
 
 
 class Block:
@@ -124,8 +153,8 @@ class HourCache:
         self._ranges = 0  # range entries among the entries
         # The blocks some entry holds, by id: a handful, where entries are thousands.
         self._blocks: dict[int, Block] = {}
-        # (table, first row key of a read) -> when most of its rows settle (settle_later).
-        self._settling: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+        # (table, first row key of a read): reads held cold until its rows settle.
+        self._settling = HeldBack()
 
     def __len__(self) -> int:
         """Row entries kept (range entries are counted by :attr:`ranges`)."""
@@ -254,20 +283,12 @@ class HourCache:
         hours but too new, and settle at ``until_ms`` (a compaction or late points just
         rewrote them). Reads from ``key`` stay cold until then (:meth:`settling`): a warm
         read would scan every stamp, then the rows it lacks, twice a cold read's work."""
-        with self._lock:
-            self._settling[(table, key)] = until_ms
-            self._settling.move_to_end((table, key))
-            while len(self._settling) > MAX_SETTLING:
-                self._settling.popitem(last=False)
+        self._settling.hold((table, key), until_ms)
 
     def settling(self, table: str, key: bytes, now_ms: int) -> bool:
         """Whether a read of rows from ``key`` is to stay cold (:meth:`settle_later`): until
         the rows settle, and for the first read after, which keeps them."""
-        with self._lock:
-            until_ms = self._settling.get((table, key))
-            if until_ms is not None and now_ms >= until_ms:
-                del self._settling[(table, key)]
-            return until_ms is not None
+        return self._settling.held((table, key), now_ms)
 
     def clear(self) -> None:
         with self._lock:

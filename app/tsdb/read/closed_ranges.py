@@ -51,7 +51,7 @@ _ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
 # too new for any entry (range or row) to be kept, until they settle: the stamp would only be
 # followed by a scan of the rows. Rows not compacted, for a while (a compaction may come):
 # stamping them costs the region servers more than reading them whole (StampCost).
-_NO_STAMP: OrderedDict[tuple[str, bytes], int] = OrderedDict()
+_NO_STAMP = hour_cache.HeldBack()
 # How long ranges found not compacted go unstamped.
 UNCOMPACTED_UNSTAMPED_MS = 60_000
 MAX_REMEMBERED = 1024
@@ -150,13 +150,7 @@ def _stamp_worth_a_scan(space: str, shape: bytes, asked: bool) -> bool:
     pass does without: paid from the second read of the same ranges (a dashboard), unless
     their last stamp showed it not worth it for now (``_NO_STAMP``), nor by the first read
     after (which keeps the rows settled since: the stamp would find none kept)."""
-    if not asked:
-        return False
-    with _MEMORY_LOCK:
-        until_ms = _NO_STAMP.get((space, shape))
-        if until_ms is not None and hour_cache.clock_ms() >= until_ms:
-            del _NO_STAMP[(space, shape)]
-    return until_ms is None
+    return asked and not _NO_STAMP.held((space, shape), hour_cache.clock_ms())
 
 
 def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp,
@@ -166,13 +160,8 @@ def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp,
     until_ms = stamp[1] + hour_cache.SETTLED_MS
     if rows and stamps_dearer(table, [row[1] for row in rows]):
         until_ms = max(until_ms, now_ms + UNCOMPACTED_UNSTAMPED_MS)
-    if until_ms <= now_ms:
-        return
-    with _MEMORY_LOCK:
-        _NO_STAMP[(space, shape)] = until_ms
-        _NO_STAMP.move_to_end((space, shape))
-        while len(_NO_STAMP) > MAX_REMEMBERED:
-            _NO_STAMP.popitem(last=False)
+    if until_ms > now_ms:
+        _NO_STAMP.hold((space, shape), until_ms)
 
 
 def asked_before(space: str, shape: bytes) -> bool:
