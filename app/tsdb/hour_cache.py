@@ -74,6 +74,10 @@ class HeldBack:
                 del self._until_ms[key]
             return until_ms is not None
 
+    def release(self, key: object) -> None:
+        with self._lock:
+            self._until_ms.pop(key, None)
+
     def clear(self) -> None:
         with self._lock:
             self._until_ms.clear()
@@ -155,6 +159,8 @@ class HourCache:
         self._blocks: dict[int, Block] = {}
         # (table, first row key of a read): reads held cold until its rows settle.
         self._settling = HeldBack()
+        # (table, key ranges): rows dearer to stamp than to read, read whole (read_whole).
+        self._whole = HeldBack()
 
     def __len__(self) -> int:
         """Row entries kept (range entries are counted by :attr:`ranges`)."""
@@ -290,6 +296,20 @@ class HourCache:
         the rows settle, and for the first read after, which keeps them."""
         return self._settling.held((table, key), now_ms)
 
+    def read_whole(self, table: str, ranges: object, until_ms: int | None) -> None:
+        """A read found most rows of ``ranges`` dearer to stamp than to read (``StampCost``:
+        rows not compacted, on HBase): until ``until_ms`` their reads skip the stamps and the
+        keeping (:meth:`reads_whole`). None: it found them otherwise (compacted since)."""
+        if until_ms is None:
+            self._whole.release((table, ranges))
+        else:
+            self._whole.hold((table, ranges), until_ms)
+
+    def reads_whole(self, table: str, ranges: object, now_ms: int) -> bool:
+        """Whether reads of ``ranges`` go whole, in one pass, keeping nothing
+        (:meth:`read_whole`): their entries would serve no stamp."""
+        return self._whole.held((table, ranges), now_ms)
+
     def clear(self) -> None:
         with self._lock:
             for block in self._blocks.values():
@@ -297,6 +317,7 @@ class HourCache:
             self._entries.clear()
             self._blocks.clear()
             self._settling.clear()
+            self._whole.clear()
             self.bytes = self._ranges = 0
 
     def _drop(self, slot: tuple[str, bytes]) -> None:

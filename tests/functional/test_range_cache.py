@@ -378,24 +378,42 @@ def test_rows_settling_one_after_another_are_read_in_one_pass_until_all_are_kept
 def test_rows_not_compacted_are_read_whole_on_hbase_and_once_compacted_stamped(
         tsdb: TSDB, loaded: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
     """HBase, closed hours of single cells (not compacted): a row's stamp is a key-only scan
-    of every cell, dearer to the region servers than the row read whole, so a dashboard's
-    warm reads go in one pass (values and stamps together), and once one range stamp has
-    shown the rows not compacted, without one for a while. Compacted, the rows are stamped
-    again and answered from the cache."""
+    of every cell, dearer to the region servers than the row read whole, so once a read has
+    found them so, a dashboard's reads go whole, in one pass (values and stamps together),
+    with no look at the first row, no range stamp, and nothing kept. Compacted, the rows are
+    stamped again and answered from the cache."""
     monkeypatch.setattr(hbase, "STAMP_DEARER_CELLS", STAMP_DEARER_CELLS)  # the real rule
     client, m = loaded, "none:range.m"
     whole = (expected(POINTS), (3 * HOURS, 3 * HOURS * 60))
-    assert answer(client, m) == whole  # cold
-    assert answer(client, m) == whole  # the range stamped once: rows not compacted
     read_counted = _reads_counted(client, m, whole, monkeypatch)
-    one_pass = {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp, then the rows
-    assert read_counted() == one_pass
-    assert read_counted() == one_pass
+    assert read_counted() == {"scan_stamps": 1, "scan_stamped": 1}  # the first row's stamp
+    read_whole = {"scan_stamped": 1}
+    assert read_counted() == read_whole
+    assert read_counted() == read_whole
+    assert len(the_cache(tsdb)) == 0  # kept, the rows would serve no stamp
     compact_table(tsdb.data_table(), tsdb.layout, now_s=2**31)
-    assert read_counted() == one_pass  # compacted: not kept yet
+    assert read_counted() == read_whole  # compacted, found so: kept
+    assert len(the_cache(tsdb)) == 3 * HOURS
     hits = the_cache(tsdb).stats.hits
-    assert read_counted() == {"scan_stamps": 2}  # the first row's stamp, then every row's
+    assert read_counted() == {"scan_stamps_sized": 1}  # the range stamp: every row kept
     assert the_cache(tsdb).stats.hits == hits + 3 * HOURS
+
+
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_rows_not_compacted_in_several_ranges_are_read_whole_from_the_second_read_on(
+        loaded: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """HBase, a literal filter's several key ranges (fetched concurrently, stamps first) over
+    rows not compacted: the first read's stamps show them dearer than the rows, so the next
+    reads go whole, one pass over each range, without stamps."""
+    monkeypatch.setattr(hbase, "STAMP_DEARER_CELLS", STAMP_DEARER_CELLS)  # the real rule
+    hosts = {host: POINTS[host] for host in ("a", "c")}
+    whole = (expected(hosts), (2 * HOURS, 2 * HOURS * 60))
+    read_counted = _reads_counted(loaded, "none:range.m{host=a|c}", whole, monkeypatch)
+    ranges = 2 * (HOURS + 1)  # a range per host and hour; the scan starts an hour early
+    first = read_counted()
+    assert first["scan_stamps"] == ranges and first["scan_many"] == 1, first
+    assert read_counted() == {"scan_stamped": ranges}
+    assert read_counted() == {"scan_stamped": ranges}
 
 
 @pytest.mark.parametrize("backend", ["hbase"], indirect=True)

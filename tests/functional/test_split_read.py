@@ -257,7 +257,7 @@ def test_a_forked_process_does_not_share_its_parents_helper(store: TSDB,
 
 
 def test_a_query_too_large_for_the_cache_is_read_a_chunk_at_a_time(
-        tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
+        tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch, stamps_cheap: None) -> None:
     # ~6,000 points read: 120 KB kept, over a budget of 100 KB; half of it would fit.
     settings = {"tsd.query.cache.max_bytes": 100_000, "tsd.query.split.min_points": 0}
     with _split_store(tsd_config, monkeypatch, _points(), **settings) as (helper, client):

@@ -27,6 +27,9 @@ COLD_SHARE = 4
 # Rows are read whole rather than stamped when at least this share of them are dearer to
 # stamp than to read (StampCost).
 DEARER_SHARE = 0.75
+# How long rows found dearer to stamp than to read go on being read whole, each such read
+# renewing it; a read that finds them otherwise (compacted since) ends it at once.
+READ_WHOLE_MS = 60_000
 # Stamps read between checks of the deadline (stamps are cheap: checked less often).
 STAMP_CHECK_EVERY_ROWS = 64 * 256
 
@@ -48,14 +51,16 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
     if stamped_before is not None and (not sized or _with_sizes(stamped_before)):
         stamped = list(stamped_before)
     else:
-        # A backend that fetches several ranges concurrently (HBase) reads them stamps first.
-        one_pass = able(table, SCAN_STAMPED) is not None and (
-            len(ranges) == 1 or able(table, SCAN_MANY) is None)
         # Series a name filter drops are read in the one pass too: where the store narrows
         # the scan on its servers (HBase's row-key regexp), few; elsewhere stamps come first,
         # with each row's size, so that the dropped rows are counted unread.
-        named_ok = named is None or able(table, ROW_REGEX) is not None
-        warm = _warm(cache, table, ranges) if one_pass and named_ok else True
+        can = able(table, SCAN_STAMPED) is not None and (
+            named is None or able(table, ROW_REGEX) is not None)
+        whole = can and reads_whole(cache, table, ranges)
+        # A backend that fetches several ranges concurrently (HBase) reads them stamps first,
+        # unless their rows are read whole (the stamps would cost more than the values).
+        one_pass = can and (whole or len(ranges) == 1 or able(table, SCAN_MANY) is None)
+        warm = (not whole and _warm(cache, table, ranges)) if one_pass else True
         if warm is None:  # no row at all: as if the scan had come a moment earlier
             keeper.stamps = {}
             return [], iter(())
@@ -63,6 +68,7 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
             keeper.stamps = {}
             return [], _one_pass(keeper, table, ranges, keep, named, count_dropped)
         stamped = _stamps(table, ranges, sized, check_deadline)
+    _read_whole_next(cache, table, ranges, [row[1] for row in stamped])
     if keep is not None or sized:
         stamped, dropped = _sort_stamped(keeper, stamped, keep, named if sized else None)
         scanned = stamped + dropped
@@ -136,6 +142,25 @@ def stamps_dearer(table: Any, cells: Sequence[int]) -> bool:
     return dearer >= DEARER_SHARE * len(cells)
 
 
+def _read_whole_next(cache: HourCache, table: Any, ranges: Sequence[KeyRange],
+                     cells: Sequence[int]) -> bool:
+    """Whether the rows of ``ranges`` just read, of these cell counts, are dearer to stamp
+    than to read (:func:`stamps_dearer`); remembered for their next reads, which then go
+    whole without a look at the first row, and without a range stamp (``reads_whole``)."""
+    if able(table, STAMP_COST) is None:
+        return False
+    dearer = stamps_dearer(table, cells)
+    until_ms = hour_cache.clock_ms() + READ_WHOLE_MS if dearer else None
+    cache.read_whole(table.name, tuple(ranges), until_ms)
+    return dearer
+
+
+def reads_whole(cache: HourCache, table: Any, ranges: Sequence[KeyRange]) -> bool:
+    """Whether the last read of ``ranges`` found their rows dearer to stamp than to read
+    (then a range stamp is not worth its scan either)."""
+    return cache.reads_whole(table.name, tuple(ranges), hour_cache.clock_ms())
+
+
 def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest | None,
               named: KeyTest | None, count_dropped: Callable[[Sequence[Any]], None]
               ) -> Iterator[tuple[bytes, Row]]:
@@ -158,6 +183,9 @@ def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyT
             weights[key] = weight
             yield key, row
         count_dropped(dropped)
+    if _read_whole_next(keeper.cache, table, ranges, [cells for cells, _ in stamps.values()]):
+        stamps.clear()  # kept, they would serve no stamp: these rows are read whole
+        return
     # Most rows too new to keep, but not for long (just compacted, say): reads stay cold
     # until they settle (_warm), else the next would scan the stamps, then the rows again.
     settling, until_ms = keeper.settling_soon(hour_cache.clock_ms())

@@ -29,7 +29,7 @@ from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
 from app.tsdb.read import hour_columns, hour_reads
-from app.tsdb.read.cached import first_row, stamps_dearer
+from app.tsdb.read.cached import first_row, reads_whole
 
 if TYPE_CHECKING:
     from app.tsdb.read.rows import RowReader
@@ -46,14 +46,11 @@ RANGE_SETTLED_MS = 30_000
 _DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
 # Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
 _ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
-# Ranges on HBase whose last stamp showed a range stamp (a scan) not worth its cost, by the
-# time (ms) it may be again; until then their reads go row by row (one pass) instead. Cells
-# too new for any entry (range or row) to be kept, until they settle: the stamp would only be
-# followed by a scan of the rows. Rows not compacted, for a while (a compaction may come):
-# stamping them costs the region servers more than reading them whole (StampCost).
+# Ranges on HBase whose last stamp showed cells too new for any entry (range or row) to be
+# kept, until they settle (by the time in ms): the stamp would only be followed by a scan of
+# the rows; until then their reads go row by row (one pass) instead. (Rows not compacted,
+# dearer to stamp than to read, go unstamped while their reads find them so: reads_whole.)
 _NO_STAMP = hour_cache.HeldBack()
-# How long ranges found not compacted go unstamped.
-UNCOMPACTED_UNSTAMPED_MS = 60_000
 MAX_REMEMBERED = 1024
 _MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
 
@@ -99,10 +96,11 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int,
         return None  # its name filters leave series out: never kept, row by row at once
     if asked is None:  # remembered on every store (see read_before)
         asked = asked_before(space, shape)
-    if able(table, RANGE_STAMP) is None and not _stamp_worth_a_scan(space, shape, asked):
+    if able(table, RANGE_STAMP) is None and not _stamp_worth_a_scan(
+            cache, table, ranges, (space, shape), asked):
         return None
     stamp, rows = range_stamp(table, ranges)
-    _remember_no_stamp(space, shape, stamp, rows, table)
+    _remember_no_stamp(space, shape, stamp)
     entry = cache.get_range(space, shape, stamp)
     if entry is not None:
         kept: Kept = entry.payload  # type: ignore[assignment]
@@ -145,22 +143,21 @@ def read_before(reader: RowReader, first_s: int, last_s: int) -> bool:
     return found is None or asked_before(reader.table().name + "\x00ranges", found[1])
 
 
-def _stamp_worth_a_scan(space: str, shape: bytes, asked: bool) -> bool:
+def _stamp_worth_a_scan(cache: HourCache, table: Any, ranges: Sequence[tuple[bytes, bytes]],
+                        key: tuple[str, bytes], asked: bool) -> bool:
     """HBase, whose range stamp is a scan of every row's stamp, which a cold read in one
     pass does without: paid from the second read of the same ranges (a dashboard), unless
     their last stamp showed it not worth it for now (``_NO_STAMP``), nor by the first read
-    after (which keeps the rows settled since: the stamp would find none kept)."""
-    return asked and not _NO_STAMP.held((space, shape), hour_cache.clock_ms())
+    after (which keeps the rows settled since: the stamp would find none kept), nor while
+    their rows are read whole (not compacted: each stamp costs more than its row)."""
+    return (asked and not _NO_STAMP.held(key, hour_cache.clock_ms())
+            and not reads_whole(cache, table, ranges))
 
 
-def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp,
-                       rows: Sequence[StampedRow] | None, table: Any) -> None:
+def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp) -> None:
     """A range stamp scanned: until when another is not worth its scan (``_NO_STAMP``)."""
-    now_ms = hour_cache.clock_ms()
     until_ms = stamp[1] + hour_cache.SETTLED_MS
-    if rows and stamps_dearer(table, [row[1] for row in rows]):
-        until_ms = max(until_ms, now_ms + UNCOMPACTED_UNSTAMPED_MS)
-    if until_ms > now_ms:
+    if until_ms > hour_cache.clock_ms():
         _NO_STAMP.hold((space, shape), until_ms)
 
 
