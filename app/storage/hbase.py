@@ -52,6 +52,7 @@ from app.config import Config
 from app.errors import StorageError, StorageUnavailableError, TablesMissingError
 from app.storage import hbase_errors
 from app.storage.base import Row, prefix_stop
+from app.storage.hbase_halves import Middles, RangeScan
 from app.storage.hbase_native import filters as native_filters
 from app.storage.hbase_native.calls import NativeScannerCalls
 from app.storage.hbase_native.client import NativeClient
@@ -162,6 +163,7 @@ class HBaseStore:
         self._pid = 0
         self._known_tables: set[str] = set()
         self.native_fallbacks = 0  # native writes Thrift finished (``write_rpc=auto``), for stats
+        self.middles = Middles()  # where long scans of a range split (hbase_halves)
 
     @classmethod
     def from_config(cls, config: Config) -> HBaseStore:
@@ -442,12 +444,18 @@ class HBaseTable:
 
     def _scanner(self, start: bytes, stop: bytes | None, columns: list[bytes], max_rows: int,
                  filter_string: bytes | None, shape: Callable[[ReplyRow], Any] = row_cells
-                 ) -> Scanner:
+                 ) -> RangeScan:
+        """A scan of ``[start, stop)``, in two halves at once when the last took long."""
         if self.row_filter is not None:
             filter_string = (self.row_filter if filter_string is None
                              else filter_string + b" AND " + self.row_filter)
-        return Scanner(self._scanner_calls(filter_string), start, stop, columns, max_rows,
-                       filter_string, shape, self.store.prefetcher())
+        calls, prefetch = self._scanner_calls(filter_string), self.store.prefetcher()
+
+        def open_scanner(first: bytes, last: bytes | None) -> Scanner:
+            return Scanner(calls, first, last, columns, max_rows, filter_string, shape,
+                           prefetch)
+        key = (self.full_name, start, stop, filter_string, tuple(columns))
+        return RangeScan(self.store.middles, key, open_scanner, shape)
 
     def _scanner_calls(self, filter_string: bytes | None) -> ScannerCalls:
         """Thrift's scanner calls, or the native client's when ``scan_rpc`` has this scan

@@ -14,7 +14,7 @@ uncompacted rows is mostly the gateway's time, which then overlaps the caller's.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any, Protocol
 
@@ -115,9 +115,15 @@ class Scanner:
         self.per_call = max(1, min(self.max_rows, rows_in_budget))
 
     def rows(self, limit: int | None = None) -> Iterator[Any]:
-        """The rows; with a ``prefetch`` executor the next batch is fetched while the caller
-        works through this one (the gateway's time overlaps the caller's: Thrift I/O
-        releases the GIL). One call is in flight at a time, so batches stay in order."""
+        """The rows, each as ``shape`` makes it (see :meth:`batches`)."""
+        for results in self.batches(limit):
+            yield from map(self.shape, results)
+
+    def batches(self, limit: int | None = None) -> Generator[list[ReplyRow], None, None]:
+        """The rows as the calls return them; with a ``prefetch`` executor the next batch is
+        fetched while the caller works through this one (the gateway's time overlaps the
+        caller's: Thrift I/O releases the GIL). One call is in flight at a time, so batches
+        stay in order."""
         if limit is not None and limit <= 0:
             return
         scanner_id = self._open(self.start)
@@ -143,7 +149,7 @@ class Scanner:
                     # The smallest key after the last row: where a reopened scan resumes.
                     current = pending = self._fetch(scanner_id, count,
                                                     results[-1].row + b"\x00")
-                yield from map(self.shape, results)
+                yield results
                 if not more:
                     return
         except StorageUnavailableError:
