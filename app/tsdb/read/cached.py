@@ -3,7 +3,7 @@ cache, the others from storage, with the stamp they had (see ``app.tsdb.hour_cac
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 from app.storage.base import (
@@ -68,7 +68,7 @@ def rows(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyTest |
             keeper.stamps = {}
             return [], _one_pass(keeper, table, ranges, keep, named, count_dropped)
         stamped = _stamps(table, ranges, sized, check_deadline)
-    _read_whole_next(cache, table, ranges, [row[1] for row in stamped])
+    _read_whole_next(cache, table, ranges, (row[1] for row in stamped))
     if keep is not None or sized:
         stamped, dropped = _sort_stamped(keeper, stamped, keep, named if sized else None)
         scanned = stamped + dropped
@@ -143,13 +143,14 @@ def stamps_dearer(table: Any, cells: Sequence[int]) -> bool:
 
 
 def _read_whole_next(cache: HourCache, table: Any, ranges: Sequence[KeyRange],
-                     cells: Sequence[int]) -> bool:
+                     cells: Iterable[int]) -> bool:
     """Whether the rows of ``ranges`` just read, of these cell counts, are dearer to stamp
     than to read (:func:`stamps_dearer`); remembered for their next reads, which then go
-    whole without a look at the first row, and without a range stamp (``reads_whole``)."""
+    whole without a look at the first row, and without a range stamp (``reads_whole``).
+    ``cells`` is consumed only on a store that declares ``StampCost``."""
     if able(table, STAMP_COST) is None:
-        return False
-    dearer = stamps_dearer(table, cells)
+        return False  # the embedded store: no list of every row's cells on each warm read
+    dearer = stamps_dearer(table, list(cells))
     until_ms = hour_cache.clock_ms() + READ_WHOLE_MS if dearer else None
     cache.read_whole(table.name, tuple(ranges), until_ms)
     return dearer
@@ -183,7 +184,7 @@ def _one_pass(keeper: Keeper, table: Any, ranges: Sequence[KeyRange], keep: KeyT
             weights[key] = weight
             yield key, row
         count_dropped(dropped)
-    if _read_whole_next(keeper.cache, table, ranges, [cells for cells, _ in stamps.values()]):
+    if _read_whole_next(keeper.cache, table, ranges, (cells for cells, _ in stamps.values())):
         stamps.clear()  # kept, they would serve no stamp: these rows are read whole
         return
     # Most rows too new to keep, but not for long (just compacted, say): reads stay cold
