@@ -87,5 +87,8 @@ def page(browser: Any, console_errors: list[str]) -> Iterator[Any]:
     """A fresh page in UTC with a desktop viewport; JavaScript errors fail the test."""
     context, page = open_context(browser, console_errors)
     yield page
+    # A route handler still fetching (the page polls its status) would otherwise run after
+    # the context is gone and fail the next test's setup.
+    page.unroute_all(behavior="ignoreErrors")
     context.close()
     assert console_errors == [], f"the page logged errors: {console_errors}"
