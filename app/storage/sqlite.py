@@ -68,8 +68,10 @@ from app.storage.sqlite_write import (
     has_block_index,
     has_cell_staging,
     has_staged,
+    has_table_index,
     merge_staged,
     retire_cell_staging,
+    retire_table_index,
 )
 
 SCHEMA = """
@@ -173,6 +175,9 @@ class SqliteStore:
             if not has_block_index(self.connection()):  # a store an older pytsd wrote
                 with self.transaction() as db:
                     add_block_index(db)
+            if has_table_index(self.connection()):  # a store an older pytsd wrote
+                with self.transaction() as db:
+                    retire_table_index(db)
         except (OSError, sqlite3.Error) as exc:
             raise StorageError(f"Cannot open or create the embedded store {self.path}",
                                f"{exc}. Check that its folder exists or can be created and "

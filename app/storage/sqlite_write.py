@@ -75,7 +75,10 @@ CREATE TABLE IF NOT EXISTS staged_batches (
     seq INTEGER PRIMARY KEY, tbl TEXT NOT NULL, ts INTEGER NOT NULL, cells INTEGER NOT NULL,
     data BLOB NOT NULL, cell_index TEXT
 );
-CREATE INDEX IF NOT EXISTS staged_batches_tbl ON staged_batches (tbl);
+-- The tables that have staged cells, which every read looks up first. A row per table, not
+-- an index on ``staged_batches (tbl)``: an index wrote a page of its own to the log at each
+-- commit (16 KiB), where the ``INSERT OR IGNORE`` of a table already listed changes none.
+CREATE TABLE IF NOT EXISTS staged_tables (tbl TEXT PRIMARY KEY) WITHOUT ROWID;
 -- Per table, the newest write time of a cell in ``cells`` (merges and direct writes raise
 -- it): a merge leaves single the points of a row it could not compact safely (MergeChunk).
 CREATE TABLE IF NOT EXISTS cell_marks (
@@ -128,10 +131,9 @@ def records_of(table: str, puts: Puts, ts: int) -> list[Record]:
 
 
 def has_staged(db: sqlite3.Connection, table: str) -> bool:
-    """Whether ``table`` has staged cells (one look-up in the ``staged_batches_tbl`` index)."""
-    found = db.execute("SELECT 1 FROM staged_batches WHERE tbl = ? LIMIT 1",
-                       (table,)).fetchone()
-    return found is not None
+    """Whether ``table`` has staged cells (one look-up in ``staged_tables``)."""
+    return db.execute("SELECT 1 FROM staged_tables WHERE tbl = ?", (table,)).fetchone() \
+        is not None
 
 
 def staged_records(db: sqlite3.Connection, table: str | None = None,
@@ -205,6 +207,8 @@ def merge_staged(db: sqlite3.Connection, table: str | None = None, pack: bool = 
                 chunk.add_batch(seq, tbl, ts, *unpack_cells(cells, blob))
         if not last:
             floors.save(db)
+            where, args = ("", ()) if table is None else (" WHERE tbl = ?", (table,))
+            db.execute(f"DELETE FROM staged_tables{where}", args)
             return
         insert_merged(db, chunk.records(floors), pack)
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
@@ -244,6 +248,19 @@ def add_block_index(db: sqlite3.Connection) -> None:
     columns = {row[1] for row in db.execute("PRAGMA table_info(staged_batches)")}
     if "cell_index" not in columns:
         db.execute("ALTER TABLE staged_batches ADD COLUMN cell_index TEXT")
+
+
+def has_table_index(db: sqlite3.Connection) -> bool:
+    """Whether the staging table has the index on its tables of an older pytsd."""
+    return db.execute("SELECT 1 FROM sqlite_master WHERE type = 'index'"
+                      " AND name = 'staged_batches_tbl'").fetchone() is not None
+
+
+def retire_table_index(db: sqlite3.Connection) -> None:
+    """List the tables an older pytsd staged cells of in ``staged_tables`` and drop its index
+    (in the caller's write transaction): reads find those cells as they find new ones."""
+    db.execute("INSERT OR IGNORE INTO staged_tables (tbl) SELECT DISTINCT tbl FROM staged_batches")
+    db.execute("DROP INDEX IF EXISTS staged_batches_tbl")
 
 
 def has_block_index(db: sqlite3.Connection) -> bool:
@@ -441,6 +458,7 @@ def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int,
         db.execute("INSERT INTO staged_batches (tbl, ts, cells, data, cell_index)"
                    " VALUES (?, ?, ?, ?, ?)", (pending.table, written_ms, pending.cells,
                                               pending.blob, pending.cell_index))
+        db.execute("INSERT OR IGNORE INTO staged_tables (tbl) VALUES (?)", (pending.table,))
         return
     store.merge_first(db, pending.table)  # older staged cells first: these are newer
     insert_packed(db, records_of(pending.table, pending.puts, written_ms), store.pack_cells)

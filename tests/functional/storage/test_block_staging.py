@@ -153,6 +153,33 @@ def test_a_store_an_older_pytsd_staged_batches_in_opens_and_merges_them(path: Pa
     assert table.row_write_times(b"r")[b"t:\x00\x00"] == 5
 
 
+def test_a_store_an_older_pytsd_indexed_its_staged_tables_in_opens_and_reads_them(
+        path: Path, table: SqliteTable) -> None:
+    table.put_block(block([b"r"], [(0, b"\x00\x00", b"\x05")]))
+    with sqlite3.connect(path) as db:  # as staged then: the tables an index, not a list
+        db.executescript("DELETE FROM staged_tables;"
+                         " CREATE INDEX staged_batches_tbl ON staged_batches (tbl);")
+    assert SqliteStore(path).table("tsdb").row(b"r") == {b"t:\x00\x00": b"\x05"}
+    with sqlite3.connect(path) as db:
+        assert db.execute("SELECT name FROM sqlite_master WHERE type = 'index'"
+                          " AND tbl_name = 'staged_batches'").fetchall() == []
+
+
+def test_a_staged_block_adds_one_page_to_the_log(path: Path, table: SqliteTable) -> None:
+    """A put's commit writes the staging table's last page and no other: the log's bytes, and
+    the disk sync that follows, are those of one page (an index on the staged tables wrote
+    a second one)."""
+    frame_bytes = table.store.page_size + 24  # a WAL frame: its header, then the page
+    wal = Path(f"{path}-wal")
+    table.put_block(block(ROWS, CELLS))  # the table's pages exist, the table is listed
+    grown = []
+    for _ in range(9):
+        before = wal.stat().st_size
+        table.put_block(block(ROWS, CELLS))
+        grown.append(wal.stat().st_size - before)
+    assert sorted(grown)[4] == frame_bytes, grown
+
+
 WRITER = """
 import os, signal, sys
 import numpy as np
