@@ -207,8 +207,10 @@ def merge_staged(db: sqlite3.Connection, table: str | None = None, pack: bool = 
                 chunk.add_batch(seq, tbl, ts, *unpack_cells(cells, blob))
         if not last:
             floors.save(db)
-            where, args = ("", ()) if table is None else (" WHERE tbl = ?", (table,))
-            db.execute(f"DELETE FROM staged_tables{where}", args)
+            if table is None:
+                db.execute("DELETE FROM staged_tables")
+            else:
+                db.execute("DELETE FROM staged_tables WHERE tbl = ?", (table,))
             return
         insert_merged(db, chunk.records(floors), pack)
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
