@@ -21,10 +21,10 @@ from __future__ import annotations
 import queue
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Generator, Iterator
 from typing import Any
 
+from app.recent import Recent
 from app.storage.hbase_reply import ReplyRow
 from app.storage.hbase_scan import Scanner
 
@@ -48,13 +48,11 @@ class Middles:
     the scan took (ms). Bounded (the oldest forgotten), thread-safe."""
 
     def __init__(self) -> None:
-        self._learnt: OrderedDict[MiddleKey, tuple[bytes, float]] = OrderedDict()
-        self._lock = threading.Lock()
+        self._learnt: Recent[MiddleKey, tuple[bytes, float]] = Recent(MAX_REMEMBERED)
 
     def split_at(self, key: MiddleKey) -> bytes | None:
         """Where to split the next scan of ``key``'s range (None: read it whole)."""
-        with self._lock:
-            learnt = self._learnt.get(key)
+        learnt = self._learnt.get(key)
         if learnt is None or learnt[1] < SPLIT_AFTER_MS:
             return None
         return learnt[0]
@@ -62,13 +60,9 @@ class Middles:
     def learn(self, key: MiddleKey, middle: bytes, took_ms: float) -> None:
         """A scan of ``key``'s range took ``took_ms``; ``middle`` the key at the middle of
         its rows. A short scan of a range not learnt yet is not remembered."""
-        with self._lock:
-            if took_ms < SPLIT_AFTER_MS and key not in self._learnt:
-                return
-            self._learnt[key] = (middle, took_ms)
-            self._learnt.move_to_end(key)
-            while len(self._learnt) > MAX_REMEMBERED:
-                self._learnt.popitem(last=False)
+        if took_ms < SPLIT_AFTER_MS and key not in self._learnt:
+            return
+        self._learnt.put(key, (middle, took_ms))
 
 
 class RangeScan:

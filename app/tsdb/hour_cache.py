@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from app.recent import Recent
 from app.storage.codec_decode import DecodedRow
 
 if TYPE_CHECKING:
@@ -56,31 +57,21 @@ class HeldBack:
     that keeps them. Bounded (the oldest forgotten), thread-safe."""
 
     def __init__(self) -> None:
-        self._until_ms: OrderedDict[object, int] = OrderedDict()
-        self._lock = threading.Lock()
+        self._until_ms: Recent[object, int] = Recent(MAX_HELD_BACK)
 
     def hold(self, key: object, until_ms: int) -> None:
-        with self._lock:
-            self._until_ms[key] = until_ms
-            self._until_ms.move_to_end(key)
-            while len(self._until_ms) > MAX_HELD_BACK:
-                self._until_ms.popitem(last=False)
+        self._until_ms.put(key, until_ms)
 
     def held(self, key: object, now_ms: int) -> bool:
         """Whether ``key`` is held back now: until its time, and the first ask after it."""
-        with self._lock:
-            until_ms = self._until_ms.get(key)
-            if until_ms is not None and now_ms >= until_ms:
-                del self._until_ms[key]
-            return until_ms is not None
+        return self._until_ms.get_and_drop_if(key, lambda until_ms: now_ms >= until_ms) \
+            is not None
 
     def release(self, key: object) -> None:
-        with self._lock:
-            self._until_ms.pop(key, None)
+        self._until_ms.pop(key)
 
     def clear(self) -> None:
-        with self._lock:
-            self._until_ms.clear()
+        self._until_ms.clear()
 
 
 class Block:

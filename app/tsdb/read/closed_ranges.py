@@ -15,8 +15,6 @@ changes its stamp: docs/cache.md.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -25,6 +23,7 @@ import numpy as np
 
 from app.engine.model import Series
 from app.query.filters import series_matches
+from app.recent import Recent
 from app.storage.base import RANGE_STAMP, SCAN_STAMPS, SCAN_STAMPS_SIZED, able
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import ENTRY_OVERHEAD_BYTES, Block, HourCache, RangeEntry, StampedRow
@@ -41,18 +40,17 @@ if TYPE_CHECKING:
 RANGE_SETTLED_MS = 30_000
 
 
+MAX_REMEMBERED = 1024
 # Reads (key space, ranges, filters) whose name filters left series out: they go row by row
 # without a range stamp (a few recent ones; forgetting one costs one stamp).
-_DROPPING: OrderedDict[tuple[str, bytes, str], None] = OrderedDict()
+_DROPPING: Recent[tuple[str, bytes, str], bool] = Recent(MAX_REMEMBERED)
 # Ranges read before on HBase, where a range stamp costs a scan (see read_closed).
-_ASKED: OrderedDict[tuple[str, bytes], None] = OrderedDict()
+_ASKED: Recent[tuple[str, bytes], bool] = Recent(MAX_REMEMBERED)
 # Ranges on HBase whose last stamp showed cells too new for any entry (range or row) to be
 # kept, until they settle (by the time in ms): the stamp would only be followed by a scan of
 # the rows; until then their reads go row by row (one pass) instead. (Rows not compacted,
 # dearer to stamp than to read, go unstamped while their reads find them so: reads_whole.)
 _NO_STAMP = hour_cache.HeldBack()
-MAX_REMEMBERED = 1024
-_MEMORY_LOCK = threading.Lock()  # gunicorn threads share them
 
 
 @dataclass(frozen=True, slots=True)
@@ -119,7 +117,7 @@ def read_closed(reader: RowReader, cache: HourCache, first_s: int, last_s: int,
     finally:  # a read stopped by a limit or the deadline reports what it read
         _add_stats(reader, inner)
     if _dropped(inner, series):
-        _remember(_DROPPING, dropping)
+        _DROPPING.put(dropping, True)
         return series
     kept_series = _keepable(inner, series, stamp)
     if kept_series is not None:
@@ -163,19 +161,7 @@ def _remember_no_stamp(space: str, shape: bytes, stamp: hour_cache.Stamp) -> Non
 
 def asked_before(space: str, shape: bytes) -> bool:
     """Whether these ranges were read before (recently) by this process; remembers them."""
-    return _remember(_ASKED, (space, shape))
-
-
-def _remember(memory: OrderedDict[Any, None], key: Any) -> bool:
-    """Add ``key`` to a bounded memory (the oldest go); whether it was there already."""
-    with _MEMORY_LOCK:
-        if key in memory:
-            memory.move_to_end(key)
-            return True
-        memory[key] = None
-        while len(memory) > MAX_REMEMBERED:
-            memory.popitem(last=False)
-        return False
+    return _ASKED.add((space, shape), True)
 
 
 def range_stamp(table: Any, ranges: Sequence[tuple[bytes, bytes]]

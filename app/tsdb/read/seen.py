@@ -5,18 +5,16 @@ helper process reads half (``app.tsdb.read.split``)."""
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from typing import Any
 
 from app.query.ast import SubQuery
+from app.recent import Recent
 from app.tsdb import TSDB
 
 MAX_REMEMBERED = 1024
 # What a point the hour cache keeps costs it: 17 bytes of arrays, ~2.5 of bookkeeping.
 KEPT_BYTES_PER_POINT = 20
-_SEEN: OrderedDict[tuple[Any, ...], float] = OrderedDict()
-_LOCK = threading.Lock()  # gunicorn threads share it
+_SEEN: Recent[tuple[Any, ...], float] = Recent(MAX_REMEMBERED)  # raw points an hour
 
 
 def _shape(tsdb: TSDB, sub: SubQuery) -> tuple[Any, ...]:
@@ -25,18 +23,12 @@ def _shape(tsdb: TSDB, sub: SubQuery) -> tuple[Any, ...]:
 
 def expected_points(tsdb: TSDB, sub: SubQuery, hours: int) -> float:
     """Raw points ``sub`` is expected to read over ``hours`` (0: never seen)."""
-    with _LOCK:
-        return _SEEN.get(_shape(tsdb, sub), 0.0) * hours
+    return (_SEEN.get(_shape(tsdb, sub)) or 0.0) * hours
 
 
 def remember(tsdb: TSDB, sub: SubQuery, hours: int, points: int) -> None:
     """``sub`` read ``points`` raw points over ``hours`` (the oldest shapes are forgotten)."""
-    shape = _shape(tsdb, sub)
-    with _LOCK:
-        _SEEN[shape] = points / hours
-        _SEEN.move_to_end(shape)
-        while len(_SEEN) > MAX_REMEMBERED:
-            _SEEN.popitem(last=False)
+    _SEEN.put(_shape(tsdb, sub), points / hours)
 
 
 def too_large_to_keep(tsdb: TSDB, sub: SubQuery, hours: int, parts: int) -> bool:
@@ -49,5 +41,4 @@ def too_large_to_keep(tsdb: TSDB, sub: SubQuery, hours: int, parts: int) -> bool
 
 def forget() -> None:
     """Forget every shape (a test's fresh start)."""
-    with _LOCK:
-        _SEEN.clear()
+    _SEEN.clear()
