@@ -352,8 +352,9 @@ SETTINGS: dict[str, Setting] = {
     "tsd.query.split.min_points": Setting(
         1_000_000, int,
         "pytsd: raw points a query must have read the last time it ran (same metric and "
-        "filters, scaled to its hours) before it is split over two processes (0: split every "
-        "downsampled query of two hours or more).",
+        "filters, scaled to its hours) before it is split over two processes; a query the "
+        "process has not run yet is split (0: split every downsampled query of two hours or "
+        "more).",
     ),
     "tsd.search.lookup.default_limit": Setting(
         25, int, "pytsd: series `/api/search/lookup` returns when `limit` is 0 or absent."

@@ -144,18 +144,18 @@ def test_no_split_while_another_worker_queries(store: TSDB, helper: split_helper
         split_helper.yield_to(None)
 
 
-def test_a_query_the_last_run_found_small_is_not_split(
+def test_a_query_not_run_yet_is_split_and_one_the_last_run_found_small_is_not(
         tsd_config: dict[str, Any], monkeypatch: pytest.MonkeyPatch) -> None:
     settings = {"tsd.query.split.min_points": 10_000}
     with _split_store(tsd_config, monkeypatch, _points(), **settings) as (helper, client):
         seen.forget()
-        _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)  # never seen: not split
-        assert helper.parts_read == 0
+        _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)  # never seen: split
+        assert helper.parts_read == 1
         # ~1,650 points an hour: 4 hours fall short of 10,000, a 12-hour scan does not
         _answer(client, "sum:1m-avg:fuse.m", START_S, STOP_S)
-        assert helper.parts_read == 0
-        _answer(client, "sum:1m-avg:fuse.m", END_S - 12 * HOUR_S, STOP_S)
         assert helper.parts_read == 1
+        _answer(client, "sum:1m-avg:fuse.m", END_S - 12 * HOUR_S, STOP_S)
+        assert helper.parts_read == 2
 
 
 def test_a_dead_helper_changes_nothing_but_the_time(store: TSDB, helper: split_helper.Helper,

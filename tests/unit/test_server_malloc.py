@@ -63,3 +63,33 @@ def test_a_second_query_reuses_the_pages_the_first_freed() -> None:
     none."""
     assert page_faults_of_a_second_query("default") > 1_000
     assert page_faults_of_a_second_query("keep") < 200
+
+
+FIRST_QUERY_SCRIPT = """
+import resource, sys
+import numpy as np
+from app.server import malloc
+if sys.argv[1] == "cold":
+    malloc.WARM_HEAP_BYTES = 0
+assert malloc.keep_freed()
+np.ones(1)
+before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+arrays = [np.empty(750_000) for _ in range(4)]  # the first query's arrays: 4 x 6 MB, written
+for array in arrays:
+    array.fill(1.0)
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+"""
+
+
+def page_faults_of_a_first_query(mode: str) -> int:
+    done = subprocess.run([sys.executable, "-c", FIRST_QUERY_SCRIPT, mode], capture_output=True,
+                          text=True, check=True, timeout=60)
+    return int(done.stdout.strip())
+
+
+def test_a_first_query_finds_the_heap_keep_freed_warmed() -> None:
+    """``keep_freed`` starts the process with ``WARM_HEAP_BYTES`` of heap touched and free:
+    a first query's 24 MB of arrays takes them without a fault (without it, ~2,300 faults
+    here: the heap grows as they are written)."""
+    assert page_faults_of_a_first_query("cold") > 1_000
+    assert page_faults_of_a_first_query("warm") < 200

@@ -21,9 +21,10 @@ def _shape(tsdb: TSDB, sub: SubQuery) -> tuple[Any, ...]:
     return (tsdb.data_table_name, sub.metric, repr(sub.filters), sub.explicit_tags)
 
 
-def expected_points(tsdb: TSDB, sub: SubQuery, hours: int) -> float:
-    """Raw points ``sub`` is expected to read over ``hours`` (0: never seen)."""
-    return (_SEEN.get(_shape(tsdb, sub)) or 0.0) * hours
+def expected_points(tsdb: TSDB, sub: SubQuery, hours: int) -> float | None:
+    """Raw points ``sub`` is expected to read over ``hours`` (None: not read yet here)."""
+    per_hour = _SEEN.get(_shape(tsdb, sub))
+    return None if per_hour is None else per_hour * hours
 
 
 def remember(tsdb: TSDB, sub: SubQuery, hours: int, points: int) -> None:
@@ -35,7 +36,7 @@ def too_large_to_keep(tsdb: TSDB, sub: SubQuery, hours: int, parts: int) -> bool
     """Whether one of ``parts`` equal parts of the read would not fit the hour cache: kept,
     it would only push out what the cache holds (and then itself, hour after hour); read
     fused, its memory is the chunk's."""
-    expected = expected_points(tsdb, sub, hours)
+    expected = expected_points(tsdb, sub, hours) or 0.0
     return expected / parts * KEPT_BYTES_PER_POINT > int(tsdb.config["tsd.query.cache.max_bytes"])
 
 

@@ -4,10 +4,12 @@ the serving layer's (``app.server.split_helper``, registered here by :func:`use_
 
 A read is split only when it is worth it and will run faster: its hours are two or more
 (``splittable``), it read at least ``tsd.query.split.min_points`` raw points the last time it
-ran (same metric and filters, scaled to its hours: ``seen``), a helper is registered, and a
-core is idle now (fewer runnable threads on the machine than cores for this process:
-``/proc/loadavg``). The helper is claimed as the read starts (one query at a time): when
-another read holds it, this one is read whole.
+ran (same metric and filters, scaled to its hours: ``seen``) or has not run in this process
+yet (its size unknown: a fresh process's first read of a dashboard's large query is the one
+that most needs both cores, and a small one pays the helper's round trip once), a helper is
+registered, and a core is idle now (fewer runnable threads on the machine than cores for
+this process: ``/proc/loadavg``). The helper is claimed as the read starts (one query at a
+time): when another read holds it, this one is read whole.
 """
 
 from __future__ import annotations
@@ -65,7 +67,8 @@ def split_pays(tsdb: TSDB, sub: SubQuery, hours: int) -> bool:
     if _helper_for is None:
         return False
     expected = seen.expected_points(tsdb, sub, hours)
-    return expected >= tsdb.config["tsd.query.split.min_points"] and core_idle()
+    return (expected is None or expected >= tsdb.config["tsd.query.split.min_points"]) \
+        and core_idle()
 
 
 def core_idle() -> bool:
