@@ -50,8 +50,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def page_faults_of_a_second_query(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", FAULTS_SCRIPT, mode], capture_output=True,
+def faults_printed(script: str, mode: str) -> int:
+    """The page faults ``script`` prints, run in a fresh interpreter with ``mode``."""
+    done = subprocess.run([sys.executable, "-c", script, mode], capture_output=True,
                           text=True, check=True, timeout=60)
     return int(done.stdout.strip())
 
@@ -61,8 +62,8 @@ def test_a_second_query_reuses_the_pages_the_first_freed() -> None:
     kernel at ``free`` (blocks mapped and unmapped, a heap top over the trim threshold) and
     the next query faults it in again (~2,300 faults here); once ``keep_freed`` keeps them,
     none."""
-    assert page_faults_of_a_second_query("default") > 1_000
-    assert page_faults_of_a_second_query("keep") < 200
+    assert faults_printed(FAULTS_SCRIPT, "default") > 1_000
+    assert faults_printed(FAULTS_SCRIPT, "keep") < 200
 
 
 FIRST_QUERY_SCRIPT = """
@@ -81,15 +82,9 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
 """
 
 
-def page_faults_of_a_first_query(mode: str) -> int:
-    done = subprocess.run([sys.executable, "-c", FIRST_QUERY_SCRIPT, mode], capture_output=True,
-                          text=True, check=True, timeout=60)
-    return int(done.stdout.strip())
-
-
 def test_a_first_query_finds_the_heap_keep_freed_warmed() -> None:
     """``keep_freed`` starts the process with ``WARM_HEAP_BYTES`` of heap touched and free:
     a first query's 24 MB of arrays takes them without a fault (without it, ~2,300 faults
     here: the heap grows as they are written)."""
-    assert page_faults_of_a_first_query("cold") > 1_000
-    assert page_faults_of_a_first_query("warm") < 200
+    assert faults_printed(FIRST_QUERY_SCRIPT, "cold") > 1_000
+    assert faults_printed(FIRST_QUERY_SCRIPT, "warm") < 200

@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 # stamped behind the range's newest cell would hide (docs/cache.md). The embedded store stamps
 # a batch when it commits, under the write lock, so a lock wait does not count against it.
 RANGE_SETTLED_MS = 30_000
-
-
+# Keys _DROPPING and _ASKED hold (the oldest forgotten).
 MAX_REMEMBERED = 1024
+
 # Reads (key space, ranges, filters) whose name filters left series out: they go row by row
 # without a range stamp (a few recent ones; forgetting one costs one stamp).
 _DROPPING: Recent[tuple[str, bytes, str], bool] = Recent(MAX_REMEMBERED)
