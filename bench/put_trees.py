@@ -2,7 +2,7 @@
 (not run by `make bench`: it needs the two checkouts).
 
     python bench/put_trees.py /path/to/before /path/to/after [--rounds 8]
-        [--points 30000] [--hbase 127.0.0.1:9090]
+        [--points 30000] [--workers 2] [--hbase 127.0.0.1:9090]
 
 Each tree is served from its own folder and its own ``.venv`` (2 workers, a fresh store each,
 or fresh HBase tables), both up at once; rounds alternate between them, the order flipped every
@@ -58,6 +58,7 @@ def start(tree: str, storage: dict[str, str],
     env = {**os.environ, "PYTHONPATH": tree, "TSD_NETWORK_PORT": str(port),
            "TSD_NETWORK_WORKER_THREADS": str(workers), "GUNICORN_CMD_ARGS": "--log-level info",
            "GUNICORN_ACCESSLOG": "/dev/null", "TSD_CORE_AUTO_CREATE_METRICS": "true",
+           "GUNICORN_MAX_REQUESTS": "0",  # no worker recycled mid-round: its clients would fail
            "TSD_STORAGE": f"sqlite:///{folder}/bench.db", **storage}
     python = f"{tree}/.venv/bin/python"
     subprocess.run([python, "-m", "app.cli", "create-tables"], env=env, cwd=tree, check=True,
@@ -81,6 +82,7 @@ def main() -> None:
     parser.add_argument("after")
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--points", type=int, default=30_000)
+    parser.add_argument("--workers", type=int, default=2, help="gunicorn workers of each")
     parser.add_argument("--hbase", help="host:port of HBase's Thrift server")
     args = parser.parse_args()
     trees = [args.before, args.after]
@@ -89,7 +91,7 @@ def main() -> None:
         storage = {} if not args.hbase else {
             "TSD_STORAGE": f"hbase://{args.hbase}",
             "TSD_STORAGE_HBASE_TABLE_PREFIX": f"trees{os.getpid()}_{i}_"}
-        servers[tree] = start(tree, storage)
+        servers[tree] = start(tree, storage, args.workers)
     results: dict[str, list[tuple[float, float]]] = {tree: [] for tree in trees}
     first = 0
     try:

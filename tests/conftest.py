@@ -23,7 +23,7 @@ from flask.testing import FlaskClient
 from app import create_app
 from app.config import load_config
 from app.meta.tree_builder import attach_tree_processing
-from app.storage import hbase
+from app.storage import hbase, sqlite_sync, sqlite_syncer
 from app.tsdb import TSDB, hour_cache, writer
 from app.tsdb.schema import create_tables
 
@@ -201,6 +201,60 @@ def stamps_cheap(monkeypatch: pytest.MonkeyPatch) -> None:
     tests of the hour cache's workings on rows of single cells (which, not compacted, a warm
     read on HBase otherwise reads whole: their stamps cost more than their values)."""
     monkeypatch.setattr(hbase, "STAMP_DEARER_CELLS", 2**62)
+
+
+# The real syncer (app/storage/sqlite_syncer.py) run with its fdatasync watched: each file
+# synced is logged, a sync waits while the "hold" file exists, and raises the errno in the
+# "fail" file if there is one.
+WATCHED_SYNCER = """
+import os, runpy, sys, time
+syncer, wal_path, folder = sys.argv[1:]
+real_sync = os.fdatasync
+def watched(fd):
+    while os.path.exists(os.path.join(folder, "hold")):
+        time.sleep(0.01)
+    with open(os.path.join(folder, "synced"), "a") as log:
+        log.write(os.readlink(f"/proc/self/fd/{fd}") + "\\n")
+    if os.path.exists(os.path.join(folder, "fail")):
+        code = int(open(os.path.join(folder, "fail")).read())
+        raise OSError(code, os.strerror(code))
+    real_sync(fd)
+os.fdatasync = watched
+sys.argv = [syncer, wal_path]
+runpy.run_path(syncer, run_name="__main__")
+"""
+
+
+class SyncerDisk:
+    """The WAL syncs of the embedded store's syncer processes, as the fixture watches them."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+
+    def synced(self) -> list[str]:
+        """The files synced so far, in order."""
+        log = self.folder / "synced"
+        return log.read_text().splitlines() if log.exists() else []
+
+    def hold(self) -> None:
+        (self.folder / "hold").touch()
+
+    def release(self) -> None:
+        (self.folder / "hold").unlink()
+
+    def fail(self, code: int) -> None:
+        (self.folder / "fail").write_text(str(code))
+
+
+@pytest.fixture
+def syncer_disk(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> SyncerDisk:
+    """Syncer processes started from now on run watched (``WATCHED_SYNCER``)."""
+    folder = tmp_path / "syncer-disk"
+    folder.mkdir()
+    monkeypatch.setattr(sqlite_sync, "syncer_command", lambda wal_path: [
+        sys.executable, "-I", "-S", "-c", WATCHED_SYNCER, sqlite_syncer.__file__, wal_path,
+        str(folder)])
+    return SyncerDisk(folder)
 
 
 @pytest.fixture

@@ -26,7 +26,7 @@ from app.api.put import StoredPut, plain_json, store_bodies, writer_of
 from app.api.security import API_HEADERS
 from app.api.stats import count_request
 from app.errors import StorageError
-from app.storage.base import PromptWrites, WriteBusy
+from app.storage.base import FdReaders, PromptWrites, WriteBusy
 from app.tsdb.writer import PointWriter
 
 PUT_PATH = "/api/put"
@@ -103,6 +103,11 @@ class DirectPuts:
         """Done when what :meth:`store_promptly` stored is on disk."""
         assert self.prompt_store is not None
         return self.prompt_store.durable()
+
+    def read_syncs_on(self, readers: FdReaders) -> None:
+        """The server's loop learns of the disk's syncs itself (PromptWrites)."""
+        assert self.prompt_store is not None
+        self.prompt_store.read_syncs_on(readers)
 
     @staticmethod
     def unsynced(stored: list[StoredPut | None], error: BaseException) -> list[StoredPut | None]:

@@ -14,12 +14,12 @@ was stored.
 
 **On the loop.** On the embedded store a group is stored by the loop itself, as prompt
 writes (``PromptWrites``: no wait for another writer, no disk sync at commit), and answered
-when the store's next WAL sync has it on disk (one thread syncs for every commit its
-process made meanwhile, app/storage/sqlite_sync.py): no hop to a thread and back, and no
-sync while the write lock is held. The loop waits only for another worker's put commit
-(short); when any other writer is under way (a line-protocol block, a merge, compaction),
-the group goes to a thread, which waits its turn. On HBase every group goes to a thread:
-a write there is a network round trip.
+when the store's next WAL sync has it on disk (a syncer process syncs for every commit the
+worker made meanwhile, and the loop reads its answers: app/storage/sqlite_sync.py): no hop
+to a thread and back, and no sync while the write lock is held. The loop waits only for
+another worker's put commit (short); when any other writer is under way (a line-protocol
+block, a merge, compaction), the group goes to a thread, which waits its turn. On HBase
+every group goes to a thread: a write there is a network round trip.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -68,12 +69,20 @@ class PutLane:
         self._waiting: list[_Put] = []
         self._writing = 0  # groups in a thread now
         self._here_soon = False  # _write_here is scheduled
+        self._loop: asyncio.AbstractEventLoop | None = None  # the loop reading the syncs
 
     @classmethod
     def of(cls, app: Any, in_thread: InThread) -> PutLane | None:
         """None when every put must go through the app (a setting: app/api/put_direct.py)."""
         direct = DirectPuts.of(app)
         return None if direct is None else cls(app, direct, in_thread)
+
+    def on_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """From now on ``loop`` (the worker's, which runs) reads the store's syncs: the
+        syncer starts now, not at the first put (module doc)."""
+        if self.direct.prompt_store is not None and loop is not self._loop:
+            self._loop = loop
+            self.direct.read_syncs_on(loop)
 
     def takes(self, request: Request) -> bool:
         return (request.target == PUT_TARGET and request.method == "POST"
@@ -104,6 +113,7 @@ class PutLane:
             return
         group, self._waiting = self._waiting, []
         started = time.perf_counter()
+        self.on_loop(asyncio.get_running_loop())  # a no-op but in tests: a loop each
         try:
             stored = self.direct.store_promptly([put.request.body for put in group])
         except Exception as exc:  # as a thread's failure: each put learns it, none hangs
@@ -113,11 +123,11 @@ class PutLane:
             self._waiting = group + self._waiting
             self._write_next()
             return
-        durable = asyncio.wrap_future(self.direct.durable())
-        durable.add_done_callback(partial(self._durable, group, stored, started))
+        # Done on the loop, which reads the syncs (on_loop): no hop through call_soon.
+        self.direct.durable().add_done_callback(partial(self._durable, group, stored, started))
 
     def _durable(self, group: list[_Put], stored: list[StoredPut | None], started: float,
-                 synced: asyncio.Future[None]) -> None:
+                 synced: Future[None]) -> None:
         if synced.cancelled():  # the loop is closing: not known durable, not answered
             self._answered(group, None, None)
             return

@@ -136,6 +136,8 @@ class TsdWorker(Worker):
         # memory (app/server/shares.py), else this worker's alone.
         self.addresses = shares or WorkerShares.private()
         split_helper.yield_to(self.addresses)  # a read splits only while the others are idle
+        if self.puts is not None:
+            self.puts.on_loop(loop)
         self.acceptor = Acceptor([_listener(sock) for sock in self.sockets], shares,
                                  lambda: self.sockets_held, self._on_socket)
         self.acceptor.start()

@@ -137,6 +137,16 @@ class WriteBusy(Exception):
     caller writes again without hurry."""
 
 
+class FdReaders(Protocol):
+    """What an event loop offers to watch a file descriptor (asyncio's loops do)."""
+
+    def add_reader(self, fd: int, callback: Callable[[], object]) -> object: ...
+
+    def remove_reader(self, fd: int) -> object: ...
+
+    def is_closed(self) -> bool: ...
+
+
 class PromptWrites(Protocol):
     """A store whose writes can be asked to be prompt (``Store.writes_promptly``)."""
 
@@ -147,6 +157,11 @@ class PromptWrites(Protocol):
 
     def durable(self) -> Future[None]:
         """Done when every prompt write of this process so far is on disk."""
+        ...
+
+    def read_syncs_on(self, readers: FdReaders) -> None:
+        """The server's event loop learns of the disk's syncs (no thread of the process
+        wakes for them): :meth:`durable` is called, and its futures are done, in its thread."""
         ...
 
 

@@ -33,6 +33,7 @@ from app.storage.base import (
     CellBlock,
     ColumnsPut,
     ColumnsRead,
+    FdReaders,
     HourPut,
     Row,
     StoreSpace,
@@ -279,6 +280,9 @@ class SqliteStore:
         """Done when every prompt write of this process so far is on disk (sqlite_sync.py)."""
         return self._wal_sync.durable()
 
+    def read_syncs_on(self, readers: FdReaders) -> None:
+        self._wal_sync.read_on(readers)
+
     def release_free_pages(self) -> int:
         """Give the file's free pages back to the file system beyond a small reserve (what
         the next writes reuse); the pages released. Called after merges and deletes."""
@@ -336,6 +340,7 @@ class SqliteStore:
             with self._write_lock:
                 self._writer[1].close()
                 self._writer = None
+        self._wal_sync.close()
 
 
 class SqliteTable:

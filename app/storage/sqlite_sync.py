@@ -9,14 +9,94 @@ process go on while the disk syncs, and one sync acknowledges them all. SQLite s
 the WAL before a checkpoint copies it into the database file, and the file after, as it
 does for every setting.
 
-One thread per store and process syncs, only while prompt commits wait for it.
+**The syncer is a process** (app/storage/sqlite_syncer.py), one per serving process, asked
+over a pipe, one sync at a time: a sync covers the file's pages whoever wrote them. Its
+answers are read by the server's event loop (:meth:`WalSync.read_on`), so that no thread of
+the worker wakes for a sync: a syncing thread cost the loop two or three GIL hand-overs a
+sync, and a put ~150 µs of CPU, more than the sync itself (docs/performance.md). Where no loop
+reads them (a test, a command), a thread does, blocked in ``read`` meanwhile. A syncer that
+dies is started again and asked again; one that cannot be started fails the commits waiting.
 """
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 import threading
+from collections.abc import Callable
 from concurrent.futures import Future
+
+from app.storage import sqlite_syncer
+from app.storage.base import FdReaders
+from app.storage.sqlite_syncer import ASK, REPLY
+
+# Futures to settle once the lock is let go: each with its error, or None (done).
+Settled = list[tuple[Future[None], BaseException | None]]
+
+
+def syncer_command(wal_path: str) -> list[str]:
+    """The syncer's command line. -I -S: the standard library alone, no site, so that it
+    starts in milliseconds. (Tests give one that holds or fails its syncs.)"""
+    return [sys.executable, "-I", "-S", sqlite_syncer.__file__, wal_path]
+
+
+class _Syncer:
+    """One syncer process, the pipe ends this process keeps, and who reads its answers:
+    an event loop (``readers``), else a thread of its own."""
+
+    def __init__(self, wal_path: str, readers: FdReaders | None,
+                 answered: Callable[[_Syncer], bool]) -> None:
+        self.readers = readers
+        self.process = subprocess.Popen(syncer_command(wal_path), stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, bufsize=0, close_fds=True)
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.requests = self.process.stdin.fileno()
+        self.replies = self.process.stdout.fileno()
+        if readers is not None:
+            readers.add_reader(self.replies, lambda: answered(self))
+        else:
+            threading.Thread(target=self._read_all, args=(answered,), name="tsd-wal-sync",
+                             daemon=True).start()
+
+    def ask(self) -> bool:
+        """Ask for a sync; False if the syncer is gone."""
+        try:
+            os.write(self.requests, ASK)
+            return True
+        except OSError:  # BrokenPipeError above all: it exited
+            return False
+
+    def reply(self) -> int | None:
+        """The answer to the sync asked (blocks until it comes): 0, an errno, or None when
+        the syncer is gone."""
+        try:
+            data = os.read(self.replies, REPLY.size)
+        except OSError:
+            return None
+        return REPLY.unpack(data)[0] if len(data) == REPLY.size else None
+
+    def end(self) -> None:
+        """End it (it exits on its closed input) and stop reading it. A thread reading it
+        closes its answers' pipe itself once it finds it ended: it may be blocked reading."""
+        assert self.process.stdin is not None and self.process.stdout is not None
+        self.process.stdin.close()
+        try:
+            self.process.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.readers is not None:
+            if not self.readers.is_closed():
+                self.readers.remove_reader(self.replies)
+            self.process.stdout.close()
+
+    def _read_all(self, answered: Callable[[_Syncer], bool]) -> None:
+        """A thread's loop over the answers, where no event loop reads them."""
+        while answered(self):
+            pass
+        assert self.process.stdout is not None
+        self.process.stdout.close()
 
 
 class WalSync:
@@ -24,16 +104,39 @@ class WalSync:
 
     def __init__(self, wal_path: str) -> None:
         self.wal_path = wal_path
-        self._lock = threading.Condition()
+        self._lock = threading.Lock()
+        self._reset()
+
+    def _reset(self) -> None:
+        self._pid = os.getpid()
         self._committed = 0  # prompt commits of this process so far
         self._synced = 0  # of them, on disk
+        self._asked: int | None = None  # commits counted when the sync under way was asked
         self._waiting: list[tuple[int, Future[None]]] = []
-        self._thread: threading.Thread | None = None
-        self._pid = -1
+        self._syncer: _Syncer | None = None
+        self._readers: FdReaders | None = None
+
+    def read_on(self, readers: FdReaders) -> None:
+        """From now on the syncer's answers are read by ``readers`` (the server's event
+        loop), and :meth:`durable`'s futures are done in its thread; :meth:`durable` is then
+        called in that thread only. Starts the syncer now, not at the first put."""
+        with self._lock:
+            self._this_process()
+            self._readers = readers
+            if self._syncer is not None and self._syncer.readers is not readers:
+                self._gone(self._syncer)  # read by a thread, or a loop that has ended
+            settled = self._ask() if self._waiting else []
+            if self._syncer is None:
+                try:
+                    self._syncer = self._started()
+                except OSError:
+                    pass  # started again by the first durable(), which fails if it fails
+        _settle(settled)
 
     def committed(self) -> None:
         """Count a prompt commit that just returned: :meth:`durable` covers it from now."""
         with self._lock:
+            self._this_process()
             self._committed += 1
 
     def durable(self) -> Future[None]:
@@ -41,52 +144,95 @@ class WalSync:
         sync failed, and with it every commit it was to make durable)."""
         done: Future[None] = Future()
         with self._lock:
+            self._this_process()
             if self._synced >= self._committed:
                 done.set_result(None)
                 return done
             self._waiting.append((self._committed, done))
-            self._start()
-            self._lock.notify()
+            settled = self._ask() if self._asked is None else []
+        _settle(settled)
         return done
 
-    def _start(self) -> None:
-        """The sync thread, once per process (a fork, gunicorn's, has none)."""
-        if self._pid != os.getpid() or self._thread is None or not self._thread.is_alive():
-            self._pid = os.getpid()
-            self._thread = threading.Thread(target=self._run, name="tsd-wal-sync",
-                                            daemon=True)
-            self._thread.start()
+    def close(self) -> None:
+        """End this process's syncer (the store closes); commits waiting fail. In the
+        event loop's thread, if one reads the answers."""
+        with self._lock:
+            if self._pid != os.getpid():
+                return
+            syncer, self._syncer, self._asked = self._syncer, None, None
+            settled = self._fail_waiting(OSError("the store was closed"))
+        if syncer is not None:
+            syncer.end()
+        _settle(settled)
 
-    def _run(self) -> None:
-        while True:
-            with self._lock:
-                while not self._waiting:
-                    self._lock.wait()
-                upto = self._committed  # every commit counted before this sync starts
-            error = self._sync()
-            with self._lock:
-                if error is None:
-                    self._synced = max(self._synced, upto)
-                done = [f for seq, f in self._waiting if error is not None or seq <= upto]
-                self._waiting = [(seq, f) for seq, f in self._waiting
-                                 if error is None and seq > upto]
-            for future in done:
-                if error is None:
-                    future.set_result(None)
-                else:
-                    future.set_exception(error)
+    def _this_process(self) -> None:
+        """Forget what a parent process had (a fork, gunicorn's): its syncer, its commits."""
+        if self._pid != os.getpid():
+            self._reset()
 
-    def _sync(self) -> OSError | None:
-        try:
-            fd = os.open(self.wal_path, os.O_RDONLY)
-        except FileNotFoundError:
-            return None  # no WAL: every commit was checkpointed into the synced file
-        except OSError as exc:
-            return exc
-        try:
-            os.fdatasync(fd)
-            return None
-        except OSError as exc:
-            return exc
-        finally:
-            os.close(fd)
+    def _started(self) -> _Syncer:
+        """The syncer, started if there is none (under the lock)."""
+        if self._syncer is None:
+            self._syncer = _Syncer(self.wal_path, self._readers, self._answered)
+        return self._syncer
+
+    def _ask(self) -> Settled:
+        """Ask for a sync of every commit counted so far (under the lock); the futures to
+        fail when no syncer can be had."""
+        for _attempt in range(2):  # a syncer that is gone is started again, once
+            try:
+                syncer = self._started()
+            except OSError as exc:
+                return self._fail_waiting(exc)
+            if syncer.ask():
+                self._asked = self._committed
+                return []
+            self._gone(syncer)
+        return self._fail_waiting(OSError("the WAL syncer exits as it starts"))
+
+    def _fail_waiting(self, error: BaseException) -> Settled:
+        failed, self._waiting = self._waiting, []
+        return [(future, error) for _, future in failed]
+
+    def _answered(self, syncer: _Syncer) -> bool:
+        """Take the syncer's answer: settle the commits it covers, ask for the rest. False
+        when the syncer is gone (those still waiting are asked of a new one)."""
+        code = syncer.reply()
+        with self._lock:
+            if syncer is not self._syncer:  # ended meanwhile (a thread reading it learns it)
+                return False
+            settled: Settled = []
+            if code is None:
+                self._gone(syncer)
+            elif self._asked is not None:
+                settled = self._covered(self._asked, code)
+            self._asked = None
+            if self._waiting:
+                settled += self._ask()
+        _settle(settled)
+        return code is not None
+
+    def _covered(self, asked: int, code: int) -> Settled:
+        """The futures a sync of the first ``asked`` commits settles: done, or every one
+        waiting failed with its error (under the lock)."""
+        if code:
+            return self._fail_waiting(OSError(code, os.strerror(code)))
+        self._synced = max(self._synced, asked)
+        covered = [future for seq, future in self._waiting if seq <= asked]
+        self._waiting = [(seq, future) for seq, future in self._waiting if seq > asked]
+        return [(future, None) for future in covered]
+
+    def _gone(self, syncer: _Syncer) -> None:
+        """A syncer that exited, or is to be replaced: ended, forgotten (under the lock)."""
+        self._syncer = None
+        self._asked = None
+        syncer.end()
+
+
+def _settle(futures: Settled) -> None:
+    """Done outside the lock: a future's callbacks may ask for the next sync."""
+    for future, error in futures:
+        if error is None:
+            future.set_result(None)
+        else:
+            future.set_exception(error)

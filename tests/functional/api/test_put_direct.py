@@ -6,6 +6,7 @@ each answered as Flask answers them alone."""
 from __future__ import annotations
 
 import asyncio
+import errno
 import json
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -21,6 +22,7 @@ from app.observe import metrics
 from app.server.put_lane import PutLane
 from app.server.wsgi_bridge import Reply, Request, build_environ, call_app
 from plugin.credentials import CredentialsFile
+from tests.conftest import SyncerDisk
 
 NOW_S = 1_700_000_000
 HEADERS = [(b"host", b"tsd"), (b"content-type", b"application/json")]
@@ -182,47 +184,27 @@ def test_settings_that_give_flask_a_say_in_every_put_turn_the_lane_off(
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_put_stored_on_the_loop_is_answered_only_once_the_wal_sync_has_it(
-        app: Flask, client: FlaskClient, monkeypatch: pytest.MonkeyPatch) -> None:
+        app: Flask, client: FlaskClient, syncer_disk: SyncerDisk) -> None:
     """On the embedded store the loop commits without syncing (app/storage/sqlite_sync.py):
-    the 204 waits for a sync of the WAL file that began after the commit."""
-    import os
-    import threading
-
-    from app.storage import sqlite_sync
-
-    release = threading.Event()
-    synced: list[str] = []
-    real_sync = os.fdatasync
-
-    def held_sync(fd: int) -> None:
-        synced.append(os.readlink(f"/proc/self/fd/{fd}"))
-        assert release.wait(10)
-        real_sync(fd)
-
-    monkeypatch.setattr(sqlite_sync.os, "fdatasync", held_sync)
+    the 204 waits for a sync of the WAL file that began after the commit, the syncer's."""
+    syncer_disk.hold()
     lane = lane_of(app)
     with ThreadPoolExecutor(1) as thread:
         answered = thread.submit(answer_together, lane, [put_request(body(point(value=7)))])
         with pytest.raises(TimeoutError):
             answered.result(timeout=0.3)  # committed, not synced: no answer yet
-        assert [path.endswith("-wal") for path in synced] == [True]
-        release.set()
+        assert syncer_disk.synced() == []
+        syncer_disk.release()
         [reply] = answered.result(timeout=10)
     assert reply.status == 204
+    assert [path.endswith("-wal") for path in syncer_disk.synced()] == [True]
     assert stored_values(client) == [7]
 
 
 @pytest.mark.parametrize("backend", ["sqlite"], indirect=True)
 def test_a_failed_wal_sync_answers_the_put_with_the_stores_error(
-        app: Flask, monkeypatch: pytest.MonkeyPatch) -> None:
-    import errno
-
-    from app.storage import sqlite_sync
-
-    def failing_sync(fd: int) -> None:
-        raise OSError(errno.EIO, "Input/output error")
-
-    monkeypatch.setattr(sqlite_sync.os, "fdatasync", failing_sync)
+        app: Flask, syncer_disk: SyncerDisk) -> None:
+    syncer_disk.fail(errno.EIO)
     [reply] = answer_together(lane_of(app), [put_request(body(point(value=7)))])
     assert reply.status == 500
     error = json.loads(reply.body)["error"]
