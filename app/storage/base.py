@@ -252,14 +252,6 @@ class RangeStamp(Protocol):
 
 
 @runtime_checkable
-class RangeNewest(Protocol):
-    def range_newest(self, ranges: Sequence[tuple[bytes, bytes]],
-                     family: str) -> tuple[int, int]:
-        """``(rows, newest write time in ms)`` over the rows of the ranges."""
-        ...
-
-
-@runtime_checkable
 class ScanPacked(Protocol):
     def scan_packed(self, row_start: bytes, row_stop: bytes | None, family: str,
                     qualifier_prefixes: Sequence[bytes]
@@ -275,21 +267,6 @@ class ScanStampsPacked(Protocol):
                            qualifier_prefixes: Sequence[bytes]
                            ) -> Iterator[tuple[bytes, int, int]]:
         """:meth:`ScanStamps.scan_stamps` over the cells :meth:`ScanPacked.scan_packed` reads."""
-        ...
-
-
-@runtime_checkable
-class ScanNewest(Protocol):
-    def scan_newest(self, row_start: bytes, row_stop: bytes | None,
-                    family: str) -> Iterator[tuple[bytes, int]]:
-        """``(row, newest write time in ms)`` of each row of the range."""
-        ...
-
-
-@runtime_checkable
-class Versioned(Protocol):
-    def version(self) -> tuple[int, int]:
-        """``(version, time of the last change in ms)`` of the whole table."""
         ...
 
 
@@ -482,11 +459,8 @@ SCAN_STAMPS_SIZED: Ability[ScanStampsSized] = Ability("scan_stamps_sized", ScanS
 SCAN_MANY: Ability[ScanMany] = Ability("scan_many", ScanMany)
 STAMP_COST: Ability[StampCost] = Ability("stamp_dearer_than_values", StampCost)
 RANGE_STAMP: Ability[RangeStamp] = Ability("range_stamp", RangeStamp)
-RANGE_NEWEST: Ability[RangeNewest] = Ability("range_newest", RangeNewest)
 SCAN_PACKED: Ability[ScanPacked] = Ability("scan_packed", ScanPacked)
 SCAN_STAMPS_PACKED: Ability[ScanStampsPacked] = Ability("scan_stamps_packed", ScanStampsPacked)
-SCAN_NEWEST: Ability[ScanNewest] = Ability("scan_newest", ScanNewest)
-VERSIONED: Ability[Versioned] = Ability("version", Versioned)
 SPACE_USED: Ability[SpaceUsed] = Ability("space_used", SpaceUsed)
 APPEND_MANY: Ability[AppendMany] = Ability("append_many", AppendMany)
 STORE_STATS: Ability[StoreStats] = Ability("store_stats", StoreStats)
@@ -496,9 +470,9 @@ SCAN_COLUMNS: Ability[ScanColumns] = Ability("scan_columns", ScanColumns)
 HOUR_COLUMN: Ability[HourColumn] = Ability("hour_column", HourColumn)
 
 ABILITIES: tuple[Ability[Any], ...] = (
-    SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, RANGE_NEWEST,
-    SCAN_PACKED, SCAN_STAMPS_PACKED, SCAN_NEWEST, VERSIONED, SPACE_USED, APPEND_MANY,
-    PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS, HOUR_COLUMN, STORE_STATS, STAMP_COST)
+    SCAN_STAMPS, SCAN_STAMPED, SCAN_STAMPS_SIZED, SCAN_MANY, RANGE_STAMP, SCAN_PACKED,
+    SCAN_STAMPS_PACKED, SPACE_USED, APPEND_MANY, PUT_BLOCK, ROW_REGEX, SCAN_COLUMNS,
+    HOUR_COLUMN, STORE_STATS, STAMP_COST)
 """Every optional ability (its name is the method it adds)."""
 
 

@@ -65,7 +65,6 @@ from app.storage.sqlite_write import (
     GroupCommit,
     WriteLock,
     add_block_index,
-    count_write,
     has_block_index,
     has_cell_staging,
     has_staged,
@@ -348,8 +347,7 @@ class SqliteTable:
 
     # The optional abilities of ``app.storage.base`` this backend offers.
     abilities = frozenset({"scan_stamps", "scan_stamped", "scan_stamps_sized", "range_stamp",
-                           "range_newest", "scan_packed", "scan_newest", "version",
-                           "space_used", "put_block", "scan_columns",
+                           "scan_packed", "space_used", "put_block", "scan_columns",
                            "hour_column"})
 
     def __init__(self, store: SqliteStore, name: str) -> None:
@@ -370,25 +368,8 @@ class SqliteTable:
         """A write transaction on ``cells`` that first merges the table's staged cells."""
         with self.store.transaction() as db:
             self.store.merge_first(db, self.name)
-            written_ms = now_ms()
-            count_write(db, self.name, written_ms)
-            mark_cells(db, self.name, written_ms)  # the merge's floor (sqlite_write)
+            mark_cells(db, self.name, now_ms())  # the merge's floor (sqlite_write)
             yield db
-
-    def version(self) -> tuple[int, int]:
-        """``(version, time of the last change in ms)`` of the whole table: the version goes
-        up with every write transaction that touches it, once this has been asked (the first
-        call registers the table). Cheaper than any range stamp, coarser too: what
-        ``rollup_ranges`` checks first (docs/cache.md)."""
-        self._settle()
-        select = "SELECT version, changed_ms FROM table_versions WHERE tbl = ?"
-        found = self._db().execute(select, (self.name,)).fetchone()
-        if found is None:
-            with self.store.transaction() as db:
-                db.execute("INSERT OR IGNORE INTO table_versions VALUES (?, 1, ?)",
-                           (self.name, now_ms()))
-            found = self._db().execute(select, (self.name,)).fetchone()
-        return int(found[0]), int(found[1])
 
     def row(self, row: bytes, columns: Sequence[bytes] | None = None) -> Row:
         self._settle()
@@ -466,29 +447,6 @@ class SqliteTable:
             " FROM r CROSS JOIN cells AS c INDEXED BY cells_stamp"
             " WHERE c.tbl = ? AND c.row >= r.lo AND c.row < r.hi AND c.family = ?",
             [*args, self.name, family]).fetchone()
-        return int(found[0]), int(found[1])
-
-    def range_newest(self, ranges: Sequence[tuple[bytes, bytes]],
-                     family: str) -> tuple[int, int]:
-        """``(rows, newest write time in ms)`` over the rows of the ranges with cells of
-        ``family``: :meth:`scan_newest`'s two index seeks per row, aggregated in the same
-        statement (for rows of many cells, such as rollup rows, where counting every cell
-        would cost a step per cell)."""
-        self._settle()
-        values = _numbered_pairs(len(ranges), first=3)  # ?1, ?2: table, family
-        args: list[object] = [b for pair in ranges for b in pair]
-        found = self._db().execute(
-            f"WITH RECURSIVE r(lo, hi) AS (VALUES {values}),"
-            " keys(row, hi) AS ("
-            " SELECT (SELECT row FROM cells WHERE tbl = ?1 AND row >= r.lo AND row < r.hi"
-            " ORDER BY tbl, row LIMIT 1), r.hi FROM r"
-            " UNION ALL SELECT (SELECT row FROM cells WHERE tbl = ?1 AND row > keys.row"
-            " AND row < keys.hi ORDER BY tbl, row LIMIT 1), keys.hi FROM keys"
-            " WHERE keys.row IS NOT NULL)"
-            " SELECT count(newest), coalesce(max(newest), 0) FROM (SELECT (SELECT max(ts)"
-            " FROM cells WHERE tbl = ?1 AND row = keys.row AND family = ?2) AS newest"
-            " FROM keys WHERE row IS NOT NULL)",
-            [self.name, family, *args]).fetchone()
         return int(found[0]), int(found[1])
 
     def _range_query(self, select: str, row_start: bytes, row_stop: bytes | None,
@@ -706,27 +664,6 @@ class SqliteTable:
             return None, stripped
         return hours[-1], stripped
 
-    def scan_newest(self, row_start: bytes, row_stop: bytes | None,
-                    family: str) -> Iterator[tuple[bytes, int]]:
-        """``(row, newest write time in ms of its family's cells)`` of each row of the range,
-        in two index seeks per row (a loose scan of the row keys, then the greatest ``ts`` of
-        the row in the ``cells_stamp`` index), however many cells the rows hold."""
-        self._settle()
-        bound = " AND row < :stop" if row_stop is not None else ""
-        cursor = self._db().execute(
-            "WITH RECURSIVE keys(row) AS ("
-            " SELECT (SELECT row FROM cells WHERE tbl = :tbl AND row >= :start" + bound
-            + " ORDER BY tbl, row LIMIT 1)"
-            " UNION ALL SELECT (SELECT row FROM cells WHERE tbl = :tbl AND row > keys.row"
-            + bound + " ORDER BY tbl, row LIMIT 1) FROM keys WHERE keys.row IS NOT NULL)"
-            " SELECT row, newest FROM (SELECT row, (SELECT max(ts) FROM cells WHERE tbl = :tbl"
-            " AND row = keys.row AND family = :family) AS newest FROM keys"
-            " WHERE row IS NOT NULL) WHERE newest IS NOT NULL",
-            {"tbl": self.name, "start": row_start, "stop": row_stop, "family": family})
-        cursor.arraysize = 1000
-        while batch := cursor.fetchmany():
-            yield from batch
-
     def _packed_where(self, row_start: bytes, row_stop: bytes | None, family: str,
                       qualifier_prefixes: Sequence[bytes]
                       ) -> tuple[str, list[object]]:
@@ -741,11 +678,6 @@ class SqliteTable:
             terms.append("(qualifier >= ?" + (" AND qualifier < ?)" if stop else ")"))
             args += [prefix, stop] if stop else [prefix]
         return sql + " AND (" + (" OR ".join(terms) or "0") + ")", args
-
-
-def _numbered_pairs(count: int, first: int) -> str:
-    """``(?3, ?4), (?5, ?6), ...``: ``count`` pairs of numbered parameters from ``first``."""
-    return ", ".join(f"(?{first + 2 * i}, ?{first + 2 * i + 1})" for i in range(count))
 
 
 def _column_clause(columns: Sequence[bytes] | None) -> tuple[str, list[object]]:

@@ -84,11 +84,6 @@ CREATE TABLE IF NOT EXISTS staged_tables (tbl TEXT PRIMARY KEY) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS cell_marks (
     tbl TEXT PRIMARY KEY, newest_ms INTEGER NOT NULL
 ) WITHOUT ROWID;
--- A table's number of write transactions and the time of its last, kept only for tables a
--- reader asked it of (``SqliteTable.version``): every writer bumps it in its transaction.
-CREATE TABLE IF NOT EXISTS table_versions (
-    tbl TEXT PRIMARY KEY, version INTEGER NOT NULL, changed_ms INTEGER NOT NULL
-) WITHOUT ROWID;
 """
 COLUMNS = "tbl, row, family, qualifier, value, ts"
 Puts = Sequence[tuple[bytes, Mapping[bytes, bytes]]]
@@ -216,13 +211,6 @@ def merge_staged(db: sqlite3.Connection, table: str | None = None, pack: bool = 
         where, args = ("", (last,)) if table is None else (" AND tbl = ?", (last, table))
         db.execute(f"DELETE FROM staged_batches WHERE seq <= ?{where}", args)
         after = last
-
-
-def count_write(db: sqlite3.Connection, table: str, written_ms: int) -> None:
-    """A write to ``table`` in this transaction: its version goes up if a reader keeps one (a
-    look-up that changes no page otherwise)."""
-    db.execute("UPDATE table_versions SET version = version + 1, changed_ms = ? WHERE tbl = ?",
-               (written_ms, table))
 
 
 def insert_cells(db: sqlite3.Connection, records: list[Record]) -> None:
@@ -455,7 +443,6 @@ class GroupCommit:
 
 def _write(db: sqlite3.Connection, pending: _Pending, written_ms: int,
            store: SqliteStore) -> None:
-    count_write(db, pending.table, written_ms)
     if not pending.direct:
         db.execute("INSERT INTO staged_batches (tbl, ts, cells, data, cell_index)"
                    " VALUES (?, ?, ?, ?, ?)", (pending.table, written_ms, pending.cells,

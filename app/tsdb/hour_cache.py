@@ -196,13 +196,6 @@ class HourCache:
             self.stats.hits += entry.rows
             return entry
 
-    def peek_range(self, space: str, key: bytes) -> RangeEntry | None:
-        """The range entry under ``key`` whatever its stamp (no statistics, no LRU move):
-        for a reader that can tell it is current without a stamp (``rollup_ranges``)."""
-        with self._lock:
-            entry = self._entries.get((space, key))
-            return entry if isinstance(entry, RangeEntry) else None
-
     def put_range(self, space: str, key: bytes, entry: RangeEntry) -> bool:
         """Keep a range entry unless it alone would take more than the budget."""
         if entry.nbytes + sum(block.nbytes for block in entry.blocks) > self.max_bytes:

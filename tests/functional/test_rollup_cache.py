@@ -1,6 +1,8 @@
-"""Rollup rows through the hour cache, on both backends: warm reads answer from kept decodes,
-a rewritten rollup cell or a backfill is seen by the next query, aggregates and tables keep
-apart; and the storage read behind it returns only the wanted aggregates' cells."""
+"""Rollup rows through the hour cache: warm reads answer from kept decodes, a rewritten rollup
+cell or a backfill is seen by the next query, aggregates and tables keep apart; and the storage
+read behind it returns only the wanted aggregates' cells. The answers are checked on both
+backends; what is kept, on HBase alone: the embedded store reads its rollup rows' columns and
+keeps nothing (tests/functional/test_rollup_columns.py)."""
 
 from __future__ import annotations
 
@@ -61,6 +63,7 @@ def _write_later(tsdb: TSDB, table: str, rows: dict[bytes, dict[bytes, bytes]]) 
     tsdb.table(table).put_many(sorted(rows.items()))
 
 
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
 def test_second_read_comes_from_the_cache(rollup_tsdb: TSDB, settled: None) -> None:
     client = app_over(rollup_tsdb).test_client()
     cold = _query(client, "sum:1h-avg:m{host=*}")
@@ -129,6 +132,7 @@ def test_a_cell_written_into_a_kept_row_is_seen(rollup_tsdb: TSDB, settled: None
     assert response.get_json()[0]["dps"] == {**before, str(ts): 3.5}
 
 
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
 def test_open_or_unsettled_rows_are_not_kept(rollup_tsdb: TSDB) -> None:
     client = app_over(rollup_tsdb).test_client()
     first = _query(client, "sum:1h-avg:m")
@@ -160,6 +164,7 @@ def test_packed_read_returns_only_the_wanted_cells(rollup_tsdb: TSDB) -> None:
         assert at == len(values)
 
 
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
 def test_old_layout_rows_are_read_but_not_kept(rollup_tsdb: TSDB, settled: None) -> None:
     """A row in the older ``sum:`` layout is decoded cell by cell, each time."""
     config = rollup_tsdb.rollup_config
@@ -180,8 +185,8 @@ def test_old_layout_rows_are_read_but_not_kept(rollup_tsdb: TSDB, settled: None)
     assert _hits(rollup_tsdb) == hits
 
 
-def test_closed_rollup_rows_are_one_range_entry(backend: str, rollup_tsdb: TSDB,
-                                                settled: None) -> None:
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_closed_rollup_rows_are_one_range_entry(rollup_tsdb: TSDB, settled: None) -> None:
     """The closed rows of a read are validated and kept as one range entry (one row per
     series), with the same answer as raw data."""
     client = app_over(rollup_tsdb).test_client()
@@ -192,8 +197,8 @@ def test_closed_rollup_rows_are_one_range_entry(backend: str, rollup_tsdb: TSDB,
     for _ in range(4):
         assert _query(client, "sum:1m-avg:m{host=*}") == raw
     assert cache.ranges - ranges == 1
-    # from the second read on HBase, whose range stamp is a scan (docs/cache.md)
-    assert cache.stats.range_hits - hits == (3 if backend == "sqlite" else 2)
+    # from the second read, the range stamp being a scan (docs/cache.md)
+    assert cache.stats.range_hits - hits == 2
 
 
 def test_a_row_deleted_from_a_kept_range_is_seen(rollup_tsdb: TSDB, settled: None) -> None:
@@ -225,15 +230,15 @@ def test_a_new_series_backfilled_into_a_kept_range_is_seen(rollup_tsdb: TSDB,
     assert after[2]["dps"] == {str(DAY + 60 * i): 4 for i in range(3)}
 
 
-def test_an_unchanged_rollup_table_answers_without_its_range_stamp(
-        backend: str, rollup_tsdb: TSDB, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The embedded store compares the table's version first: a kept range of a table no
-    write touched since is current without its range stamp (HBase stamps the range); a
-    write from another OS process changes the version, and the next read sees it."""
+@pytest.mark.parametrize("backend", ["hbase"], indirect=True)
+def test_a_kept_range_is_checked_by_its_stamp_and_another_process_write_is_seen(
+        rollup_tsdb: TSDB, settled: None, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A kept range is current while its stamp (one scan of the rows' stamps) is: a write
+    from another OS process changes it, and the next read sees the write."""
     config = rollup_tsdb.rollup_config
     assert config is not None
     table = rollup_tsdb.table(config.by_interval("1h").table)
-    stamp_read = "range_newest" if backend == "sqlite" else "scan_stamps_packed"
+    stamp_read = "scan_stamps_packed"
     client = app_over(rollup_tsdb).test_client()
     before = _query(client, "sum:1h-avg:m{host=*}")
     assert _query(client, "sum:1h-avg:m{host=*}") == before  # kept
@@ -242,7 +247,7 @@ def test_an_unchanged_rollup_table_answers_without_its_range_stamp(
     monkeypatch.setattr(type(table), stamp_read,
                         lambda *args, **kw: stamps.append(args) or real(*args, **kw))
     assert _query(client, "sum:1h-avg:m{host=*}") == before
-    assert len(stamps) == (0 if backend == "sqlite" else 1)
+    assert len(stamps) == 1
     settings = {**rollup_tsdb.config}
     script = (
         "import json, sys\n"

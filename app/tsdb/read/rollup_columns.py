@@ -51,7 +51,6 @@ class Joined:
     spans: np.ndarray  # (series, 4)
     rows: np.ndarray
     stored_bytes: np.ndarray
-    row_starts: list[np.ndarray | None]  # per part: each row's first cell in ``whole``
 
 
 def part_of(blob: bytes) -> Part:
@@ -130,7 +129,6 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
                        np.empty(total, np.bool_))
     at = out = 0
     row_ids: list[np.ndarray] = []
-    row_starts: list[np.ndarray | None] = [None] * len(parts)
     # Sums and counts written together hold the same rows: one order for both.
     same_rows = all(p.rows == present[0].rows for p in present[1:])
     order = None
@@ -163,9 +161,6 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
             ts_ms += np.repeat(base[order] * 1000, part.cells[order])
             np.take(part.values, gather, out=whole.values[out:end])
             np.take(part.is_int, gather, out=whole.is_int[out:end])
-        starts = np.empty(rows, np.int64)
-        starts[order] = out + np.cumsum(part.cells[order]) - part.cells[order]
-        row_starts[slot] = starts
         out = end
         sizes[slot] = np.bincount(sid, weights=part.cells, minlength=count).astype(np.int64)
         stored += np.bincount(sid, weights=part.weight, minlength=count).astype(np.int64)
@@ -180,8 +175,7 @@ def joined(parts: list[Part | None], time_at: int, interval_s: int) -> Joined:
     else:
         distinct = np.unique(np.concatenate(row_ids)) if row_ids else np.zeros(0, np.int64)
         rows_per_series = np.bincount(distinct >> 32, minlength=count)
-    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored,
-                  row_starts)
+    return Joined(whole, [key_at(i) for i in firsts], spans, rows_per_series, stored)
 
 
 @dataclass(frozen=True, slots=True)
@@ -251,11 +245,8 @@ def _joined_grid(parts: list[Part | None], grid: Grid, interval_s: int) -> Joine
     total = sum(p.values.size for p in present)
     whole = DecodedRow(np.empty(total, np.int64), np.empty(total, np.float64),
                        np.empty(total, np.bool_))
-    row_starts: list[np.ndarray | None] = [None] * len(parts)
     sizes = np.zeros((2, n), np.int64)
     stored = np.zeros(n, np.int64)
-    position = grid.position
-    run_at = np.arange(runs, dtype=np.int64) if position is None else position
     out = 0
     for slot, part in enumerate(parts):
         if part is None:
@@ -275,9 +266,6 @@ def _joined_grid(parts: list[Part | None], grid: Grid, interval_s: int) -> Joine
             whole.is_int[out:end].reshape(shape)[...] = part.is_int[0]
         else:
             series_major(part.is_int, grid, whole.is_int[out:end])
-        # Row r (run r // n, series r % n) starts after its series' earlier runs and series.
-        row = np.arange(runs * n, dtype=np.int64)
-        row_starts[slot] = out + ((row % n) * runs + run_at[row // n]) * width
         sizes[slot] = runs * width
         stored += part.weight.reshape(runs, n).sum(axis=0)
         out = end
@@ -285,8 +273,7 @@ def _joined_grid(parts: list[Part | None], grid: Grid, interval_s: int) -> Joine
     total_values = int(ends[0, -1])
     spans = np.stack([ends[0] - sizes[0], ends[0], total_values + ends[1] - sizes[1],
                       total_values + ends[1]], axis=1)
-    return Joined(whole, grid.first_keys(), spans, np.full(n, runs, np.int64), stored,
-                  row_starts)
+    return Joined(whole, grid.first_keys(), spans, np.full(n, runs, np.int64), stored)
 
 
 def series_major(matrix: np.ndarray, grid: Grid, into: np.ndarray | None = None
@@ -307,33 +294,6 @@ def series_major(matrix: np.ndarray, grid: Grid, into: np.ndarray | None = None
             at = int(position[a])
             out[:, at:at + b - a] = rows[:, a:b]
     return out.reshape(n, runs * width)
-
-
-def row_entries(parts: list[Part | None], joined: Joined
-                ) -> list[tuple[bytes, tuple[int, int, int, int], int, int]] | None:
-    """Each row of the block by itself: ``(key, spans, stored bytes, newest write time)``,
-    as the hour cache keeps rows; None when the value and count parts hold different rows
-    (then only the joined series)."""
-    value, count = (parts + [None])[:2]
-    if value is None or (count is not None and count.rows != value.rows):
-        return None
-    total = int(joined.whole.ts_ms.size)
-    v_start = joined.row_starts[0]
-    assert v_start is not None
-    v_end = v_start + value.cells
-    if count is None:
-        c_start = c_end = np.full(value.cells.size, total, np.int64)
-        weight, newest = value.weight, value.newest
-    else:
-        count_start = joined.row_starts[1]
-        assert count_start is not None
-        c_start, c_end = count_start, count_start + count.cells
-        weight, newest = value.weight + count.weight, np.maximum(value.newest, count.newest)
-    ends = np.cumsum(value.row_len).tolist()
-    keys = [value.rows[a:b] for a, b in zip([0, *ends[:-1]], ends)]
-    return [(key, (a, b, c, d), w, n) for key, a, b, c, d, w, n in zip(
-        keys, v_start.tolist(), v_end.tolist(), c_start.tolist(), c_end.tolist(),
-        weight.tolist(), newest.tolist())]
 
 
 def _series(parts: list[Part], time_at: int

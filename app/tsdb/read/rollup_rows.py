@@ -9,10 +9,12 @@ was the cost of a rollup query; here:
 * each row comes back as one record ``(row, cells, newest write time, qualifiers joined,
   values joined)`` (``scan_packed`` on both backends), and all rows of a read are decoded
   in one vectorised pass (3-byte qualifiers; value widths from their flags);
-* closed rows are kept decoded in the process's hour cache, under a key space naming the
-  table and the aggregates read, validated by the same stamp as raw hour rows (the count
-  and newest write time of the cells read; see docs/cache.md), so a rewritten rollup cell
-  or a backfill is seen by the next query.
+* on HBase, closed rows are kept decoded in the process's hour cache, under a key space
+  naming the table and the aggregates read, validated by the same stamp as raw hour rows (the
+  count and newest write time of the cells read; see docs/cache.md), so a rewritten rollup
+  cell or a backfill is seen by the next query;
+* the embedded store keeps its rollup rows' columns on disk (``sqlite_columns``), read a
+  range at a time: those reads keep nothing in the hour cache (``plan._cache_policy``).
 
 Rows that are not in the modern layout (the old ``sum:``-prefixed qualifiers, a value whose
 length its flags do not give) are decoded cell by cell; they are never kept.
@@ -30,7 +32,6 @@ import numpy as np
 from app.errors import StorageError
 from app.storage.base import (
     SCAN_COLUMNS,
-    SCAN_NEWEST,
     SCAN_PACKED,
     ColumnsPut,
     Row,
@@ -57,7 +58,7 @@ QUALIFIER_BYTES = 3
 # rows by key; colder ones read the ranges again.
 COLD_SHARE = 4
 COLUMN_PREFIX_BYTES = 2  # "t:" in a stored cell's weight
-NO_COUNT = -1  # the cell count of a stamp that has only the newest write time
+NO_COUNT = -1  # the cell count in the stamp of a row never kept (no stamp of its own)
 # Rows changed since their columns were put, up to which they are read by key (beyond it,
 # the ranges are read again).
 FEW_DIRTY_ROWS = 64
@@ -126,17 +127,12 @@ class RowSource:
         self.series_key = series_key  # row key -> the key without its base time
         self.cache = cache if able(table, SCAN_PACKED) is not None else None
         self.space = wanted.space(table.name)
-        self.newest_only = able(table, SCAN_NEWEST) is not None
         self.prefixes = wanted.prefixes()
         self.time_at = time_at  # where a row key's base time starts (None: unknown)
-        # The last ``rows`` read's series joined, when it came from columns alone (each row
-        # kept by itself; ``rollup_ranges`` keeps the series too, without joining again).
-        self.joined_series: list[tuple[bytes, RollupRow]] | None = None
 
     def rows(self, ranges: Sequence[tuple[bytes, bytes | None]]) -> Iterator[tuple[bytes,
                                                                                   RollupRow]]:
         """Every row of the ranges with cells of the wanted aggregates, in key order."""
-        self.joined_series = None
         if able(self.table, SCAN_PACKED) is None:
             for start, stop in ranges:
                 for key, cells in self.table.scan(row_start=start, row_stop=stop,
@@ -165,29 +161,22 @@ class RowSource:
 
     def _stamps(self, ranges: Sequence[tuple[bytes, bytes | None]]
                 ) -> list[tuple[bytes, int, int]]:
-        """Each row's stamp. The embedded store: its newest cell's write time alone, in two
-        index seeks per row (the cell count would cost a step per cell, and only a partial
-        delete, which no pytsd path makes in a rollup row, changes the count without writing
-        a newer cell). HBase: count and newest of the cells read, values left on the region
-        servers."""
-        if able(self.table, SCAN_NEWEST) is not None:
-            return [(key, NO_COUNT, newest) for start, stop in ranges
-                    for key, newest in self.table.scan_newest(start, stop, "t")]
+        """Each row's stamp: the count and newest write time of the cells read, values left
+        on the region servers."""
         return [row for start, stop in ranges
                 for row in self.table.scan_stamps_packed(start, stop, "t", self.prefixes)]
 
-    def _stamp(self, row: Packed) -> tuple[int, int]:
+    @staticmethod
+    def _stamp(row: Packed) -> tuple[int, int]:
         """The stamp of a row read with its values, as :meth:`_stamps` reads it alone."""
-        return (NO_COUNT if self.newest_only else row[1]), row[2]
+        return row[1], row[2]
 
     def _cold(self, ranges: Sequence[tuple[bytes, bytes | None]],
               skip: set[bytes] | None = None) -> Iterator[tuple[bytes, RollupRow]]:
         columns = able(self.table, SCAN_COLUMNS)
         if columns is not None and skip is None and self.time_at is not None:
             try:
-                if self.cache is None:
-                    return iter(self._from_columns(columns, ranges))
-                return iter(self._kept_from_columns(columns, ranges))
+                return iter(self._from_columns(columns, ranges))
             except StorageError as exc:  # e.g. a read-only file: the cells alone, as before
                 log.warning("rollup columns unavailable, reading cells: %s", exc.message)
         packed = [row for start, stop in ranges
@@ -254,35 +243,6 @@ class RowSource:
         assert self.time_at is not None
         whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
         return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
-
-    def _kept_from_columns(self, columns: ScanColumns,
-                           ranges: Sequence[tuple[bytes, bytes | None]]
-                           ) -> list[tuple[bytes, RollupRow]]:
-        """The rows of ``ranges`` from columns, each by itself with its stamp (the newest
-        write time kept in its column), the closed and settled ones kept in the hour cache as
-        a cold read from cells keeps them: a fresh process's first read at columnar speed."""
-        parts, loose = self._read_columns(columns, ranges)
-        if all(part is None for part in parts):
-            return loose
-        assert self.time_at is not None and self.cache is not None
-        whole = rollup_columns.joined(parts, self.time_at, self.interval_s)
-        entries = rollup_columns.row_entries(parts, whole)
-        if entries is None:  # sums and counts in different rows: the series, not kept
-            return sorted(_series_rows(whole) + loose, key=lambda item: item[0])
-        for array in (whole.whole.ts_ms, whole.whole.values, whole.whole.is_int):
-            array.flags.writeable = False  # shared with later queries
-        block = Block(whole.whole)
-        rows = [(key, RollupRow((NO_COUNT, newest), whole.whole, weight, block, spans=spans))
-                for key, spans, weight, newest in entries]
-        now_ms = hour_cache.clock_ms()
-        kept = [(key, row) for key, row in rows
-                if hour_cache.keepable(self.base_time(key), self.span_s, row.stamp, now_ms)]
-        if kept:
-            self.cache.put_many(self.space, kept)
-            _SPACES_KEPT.add(self.space)
-        if not loose:
-            self.joined_series = sorted(_series_rows(whole), key=lambda item: item[0])
-        return sorted(rows + loose, key=lambda item: item[0])
 
     def _rebuilt(self, columns: ScanColumns, dirty: list[tuple[bytes, int]],
                  ranges: Sequence[tuple[bytes, bytes | None]]

@@ -20,7 +20,7 @@ from app.engine.aggregators import AGGREGATORS
 from app.engine.model import Series
 from app.engine.staged import SeriesName, in_one_buffer
 from app.storage import codec
-from app.storage.base import RANGE_NEWEST, SCAN_STAMPS_PACKED, Table, able
+from app.storage.base import SCAN_STAMPS_PACKED, Table, able
 from app.storage.codec_rollup import rollup_base_time
 from app.tsdb import hour_cache
 from app.tsdb.hour_cache import CachedRow, cache_for
@@ -186,8 +186,7 @@ class RollupReader(RowReader):
         ``row_regex`` is not pushed down here (rollup rows are few; ``keep`` decides)."""
         source = self._source()
         closed_s = None
-        if source.cache is not None and (able(source.table, RANGE_NEWEST) is not None
-                                         or able(source.table, SCAN_STAMPS_PACKED) is not None):
+        if source.cache is not None and able(source.table, SCAN_STAMPS_PACKED) is not None:
             closed_s = closed_ranges.closed_last_s(first_s, last_s, self.row_span_s,
                                                   hour_cache.clock_ms())
         closed = ([] if closed_s is None

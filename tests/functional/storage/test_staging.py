@@ -287,22 +287,3 @@ def test_cells_an_older_pytsd_staged_one_row_each_are_merged_on_open(path: Path)
     assert SqliteStore(path).table("tsdb").row(b"\x01") == {b"t:\x00\x00": b"\x0b"}
     with sqlite3.connect(path) as db:
         assert db.execute("SELECT name FROM sqlite_master WHERE name = 'staged'").fetchall() == []
-
-
-def test_a_table_version_counts_the_write_transactions_that_touch_the_table(
-        path: Path, table: SqliteTable) -> None:
-    table.put_many([(b"r", {b"t:\x00\x00": b"a"})])  # before anyone asked: not counted
-    first, first_ms = table.version()
-    assert table.version() == (first, first_ms)  # a read changes nothing
-    table.put_many([(b"r", {b"t:\x00\x10": b"b"})])  # staged
-    table.append(b"r", b"t:\x00\x20", b"c")
-    table.delete(b"r", [b"t:\x00\x00"])
-    assert table.counter_inc(b"n", b"t:c") == 1
-    assert table.check_and_put(b"n", b"t:d", None, b"x")
-    other = SqliteTable(table.store, "other")
-    table.store.create_table("other", {"t": {}})
-    other.put_many([(b"r", {b"t:\x00\x00": b"a"})])  # another table's write
-    version, changed_ms = table.version()
-    assert version == first + 5
-    assert changed_ms >= first_ms
-    assert SqliteStore(path).table(table.name).version() == (version, changed_ms)

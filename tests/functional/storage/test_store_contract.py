@@ -13,18 +13,15 @@ from app.storage.base import (
     APPEND_MANY,
     HOUR_COLUMN,
     PUT_BLOCK,
-    RANGE_NEWEST,
     RANGE_STAMP,
     ROW_REGEX,
     SCAN_COLUMNS,
     SCAN_MANY,
-    SCAN_NEWEST,
     SCAN_PACKED,
     SCAN_STAMPED,
     SCAN_STAMPS,
     SCAN_STAMPS_PACKED,
     SCAN_STAMPS_SIZED,
-    VERSIONED,
     Ability,
     CellBlock,
     ColumnsPut,
@@ -208,12 +205,6 @@ def test_range_stamp_counts_cells_over_ranges(table: Table,
     assert cells == 3 and _within(three_rows, newest)
 
 
-def test_range_newest_counts_rows_over_ranges(table: Table,
-                                              three_rows: tuple[int, int]) -> None:
-    rows, newest = _declared(table, RANGE_NEWEST).range_newest([(b"a", b"c")], "t")
-    assert rows == 2 and _within(three_rows, newest)
-
-
 def test_scan_packed_joins_the_prefixed_cells(table: Table, three_rows: tuple[int, int]) -> None:
     rows = list(_declared(table, SCAN_PACKED).scan_packed(b"a", None, "t", [b"\x00"]))
     assert [(key, cells, qualifiers, values) for key, cells, _, qualifiers, values in rows] == [
@@ -229,13 +220,6 @@ def test_scan_stamps_packed_stamps_the_prefixed_cells(table: Table,
     assert _within(three_rows, rows[0][2])
 
 
-def test_scan_newest_gives_each_rows_newest_write(table: Table,
-                                                  three_rows: tuple[int, int]) -> None:
-    rows = list(_declared(table, SCAN_NEWEST).scan_newest(b"b", None, "t"))
-    assert [key for key, _ in rows] == [b"b", b"c"]
-    assert all(_within(three_rows, newest) for _, newest in rows)
-
-
 def test_put_block_stores_the_cells_in_order_and_keeps_the_rest(
         table: Table, three_rows: tuple[int, int]) -> None:
     blocks = _declared(table, PUT_BLOCK)
@@ -247,14 +231,6 @@ def test_put_block_stores_the_cells_in_order_and_keeps_the_rest(
                                   (b"b", {b"t:\x00\x20": b"\x03"}),
                                   (b"c", {b"t:\x01\x00": b"\x04"}),
                                   (b"d", {b"t:\x00\x10": b"\x0b"})]
-
-
-def test_version_goes_up_with_a_write(table: Table, three_rows: tuple[int, int]) -> None:
-    versioned = _declared(table, VERSIONED)
-    first, _ = versioned.version()
-    table.put(b"d", {b"t:\x00\x00": b"\x05"})
-    second, changed_ms = versioned.version()
-    assert second > first and changed_ms >= three_rows[0]
 
 
 def test_append_many_appends_in_order_within_a_cell(table: Table) -> None:
