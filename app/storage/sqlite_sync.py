@@ -48,8 +48,12 @@ class _Syncer:
     def __init__(self, wal_path: str, readers: FdReaders | None,
                  answered: Callable[[_Syncer], bool]) -> None:
         self.readers = readers
+        # A process group of its own: a terminal's Ctrl-C (sent to the server's group) never
+        # reaches it, not even while it starts; it syncs what the worker's last puts wrote
+        # and exits when its input closes (the worker is gone).
         self.process = subprocess.Popen(syncer_command(wal_path), stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, bufsize=0, close_fds=True)
+                                        stdout=subprocess.PIPE, bufsize=0, close_fds=True,
+                                        process_group=0)
         assert self.process.stdin is not None and self.process.stdout is not None
         self.requests = self.process.stdin.fileno()
         self.replies = self.process.stdout.fileno()

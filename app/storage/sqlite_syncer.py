@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import errno
 import os
-import signal
 import struct
 import sys
 
@@ -47,7 +46,4 @@ def serve(wal_path: str, requests_fd: int, replies_fd: int) -> None:
 
 
 if __name__ == "__main__":
-    # Ctrl-C reaches the whole process group: the worker stops gracefully, and its syncer
-    # stays to sync what the worker's last puts wrote; it exits when the worker does.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     serve(sys.argv[1], sys.stdin.fileno(), sys.stdout.fileno())
