@@ -156,8 +156,10 @@ def compare(env: dict[str, str], db: Path, peer: VmPorts, vm_cpu_s: Callable[[],
     # survives kill -9) without a disk sync per commit: the same puts with
     # synchronous=NORMAL, on the same store after the figures above.
     with pytsd_server({**env, "TSD_STORAGE_SQLITE_SYNCHRONOUS": "NORMAL"}, workers=2) as normal:
-        # Each worker's series templates made before the clock, as in the first server.
-        warm_puts = put_bodies(hour_s - 86400, 0, 8 * clients)
+        # Warm as the first server is when its put rounds start (it has taken the line
+        # rounds), VictoriaMetrics too: a round's worth of puts before the clock, into an
+        # hour of the day before.
+        warm_puts = put_bodies(hour_s - 86400, 0, put_requests)
         pytsd_puts([warm_puts[i::clients] for i in range(clients)], normal.port)
         puts.compare(normal.port, lambda: sum(pid_cpu_s(pid) for pid in normal.pids()),
                      " NORMAL")
