@@ -12,8 +12,8 @@ does for every setting.
 **The syncer is a process** (app/storage/sqlite_syncer.py), one per serving process, asked
 over a pipe, one sync at a time: a sync covers the file's pages whoever wrote them. Its
 answers are read by the server's event loop (:meth:`WalSync.read_on`), so that no thread of
-the worker wakes for a sync: a syncing thread cost the loop two or three GIL hand-overs a
-sync, and a put ~150 µs of CPU, more than the sync itself (docs/performance.md). Where no loop
+the worker wakes for a sync: a syncing thread took the GIL from the loop two or three times
+a sync (with one worker, a put cost a fifth more CPU: docs/performance.md). Where no loop
 reads them (a test, a command), a thread does, blocked in ``read`` meanwhile. A syncer that
 dies is started again and asked again; one that cannot be started fails the commits waiting.
 """

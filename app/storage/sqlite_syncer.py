@@ -3,8 +3,8 @@
 Run as a script (``python -I -S sqlite_syncer.py WAL_PATH``) by :mod:`app.storage.sqlite_sync`,
 one per serving process: it reads a request from its standard input, syncs the file, and
 writes :data:`REPLY` to its standard output: 0, or the ``errno`` of a failed sync. Being a
-process of its own, it never takes the server's GIL: a thread that synced cost the worker
-two or three GIL hand-overs per sync, more than the sync itself (docs/performance.md).
+process of its own, it never takes the server's GIL, where a thread that synced took it two
+or three times a sync (docs/performance.md).
 It imports the standard library alone, so that it starts in a few milliseconds, and exits
 when its standard input closes (its worker is gone).
 """
