@@ -129,7 +129,9 @@ class WalSync:
             self._readers = readers
             if self._syncer is not None and self._syncer.readers is not readers:
                 self._gone(self._syncer)  # read by a thread, or a loop that has ended
-            settled = self._ask() if self._waiting else []
+            # One sync under way at a time: a second ask would let the first answer cover
+            # commits made after that sync began.
+            settled = self._ask() if self._waiting and self._asked is None else []
             if self._syncer is None:
                 try:
                     self._syncer = self._started()

@@ -399,7 +399,7 @@ class RowSource:
 
 
 # Key spaces this process has kept rows under: a read of another one skips the stamp read
-# (nothing to validate) and reads the values at once, with their stamps in the same statement.
+# (nothing to validate) and reads the values at once, with their stamps in the same scan.
 _SPACES_KEPT: set[str] = set()
 
 
